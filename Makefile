@@ -1,0 +1,40 @@
+# Two commands a new user needs: `make demo` and `make test`. Both install from the lockfile first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+# No network here and no telemetry wanted anywhere Prefect runs.
+export DO_NOT_TRACK := 1
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
+
+.PHONY: install demo test bench lock sandbox clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/fleet refresh data/sample_fleet.csv
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python -m pytest -q -m bench -s tests/bench
+
+sandbox: install
+	$(BIN)/fleet sandbox
+
+# Re-pin every dependency after editing pyproject.toml (needs uv: pip install uv).
+lock:
+	uv pip compile pyproject.toml --extra dev --python-version 3.11 --generate-hashes -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache
