@@ -1,0 +1,345 @@
+"""Read fleet files (CSV in any common dialect, Parquet, folders and globs) into a roster.
+
+`read_fleet` is the one entry point. Every data row of every file ends in exactly
+one place: the roster (first occurrence of a valid VIN), a collapsed duplicate
+(counted on the roster row), or `rejected` with its reason. A file that cannot be
+used at all raises `FleetFileError` naming the file and the problem, before any
+result exists, so nothing is written downstream.
+
+Row numbers (`source_row`) are 1-based data rows as a user sees them in the file:
+the first record after the header is row 1. Blank lines keep their number (so
+row N is still record N) but are not data: they are counted in `blank_rows` and
+are not part of `rows_in`.
+"""
+
+from __future__ import annotations
+
+import glob as globbing
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from tasks.vins import check_digit_valid_expr, normalise_vin_expr, vin_reject_reason_expr
+
+CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".tab"}
+PARQUET_SUFFIXES = {".parquet", ".pq"}
+CANDIDATE_DELIMITERS = (",", ";", "\t", "|")
+SNIFF_BYTES = 64 * 1024
+
+# Header names (lower case, letters and digits only) that mean "this is the VIN".
+VIN_HEADER_NAMES = {
+    "vin", "vins", "vinnumber", "vinno", "vincode", "vehiclevin", "vehiclevinnumber",
+    "vehicleidentificationnumber", "vehicleidentification", "chassisnumber", "chassisvin",
+}  # fmt: skip
+
+# Roster columns the pipeline uses, and the header spellings that mean them.
+ROSTER_ALIASES = {
+    "unit_number": {"unit", "unitnumber", "unitno", "unitid", "asset", "assetid", "assetnumber", "fleetnumber"},
+    "plate": {"plate", "platenumber", "licenseplate", "licenceplate", "license", "registration", "regnumber", "reg"},
+    "state": {"state", "platestate", "registrationstate", "licensestate", "province", "stateprovince"},
+    "mileage": {"mileage", "miles", "odometer", "odometerreading", "odometermiles", "currentmileage", "km"},
+    "fleet": {"fleet", "fleetname", "division", "depot"},
+}
+
+ROSTER_LEADING = ["vin", "source_file", "source_row", "unit_number", "plate", "state", "mileage", "fleet"]
+REJECTED_SCHEMA = {"source_file": pl.String, "source_row": pl.Int64, "raw_value": pl.String, "reason": pl.String}
+
+
+class FleetFileError(Exception):
+    """A fleet file cannot be used at all; the message names the file and the problem."""
+
+    def __init__(self, path: Path | str, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+@dataclass
+class IngestResult:
+    roster: pl.DataFrame
+    rejected: pl.DataFrame
+    files: list[str]
+    rows_in: int
+    valid: int
+    duplicates: int
+    blank_rows: int = 0
+    skipped_files: list[str] = field(default_factory=list)
+
+    @property
+    def rejected_count(self) -> int:
+        return self.rejected.height
+
+    # `rejected` is the frame; the count the issue names is exposed under both spellings.
+    @property
+    def rejected_rows(self) -> int:
+        return self.rejected.height
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "rows_in": self.rows_in,
+            "valid": self.valid,
+            "duplicates": self.duplicates,
+            "rejected": self.rejected.height,
+            "blank_rows": self.blank_rows,
+            "files": len(self.files),
+        }
+
+
+def _header_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _snake(name: str) -> str:
+    snake = re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
+    return snake or "column"
+
+
+def expand_paths(paths: list[str | Path] | str | Path) -> tuple[list[Path], list[str]]:
+    """Files to read, in a stable order, and files skipped inside folders (not CSV/Parquet)."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files: list[Path] = []
+    skipped: list[str] = []
+    for item in paths:
+        text = str(item)
+        path = Path(text)
+        if path.is_dir():
+            for child in sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")):
+                if child.suffix.lower() in CSV_SUFFIXES | PARQUET_SUFFIXES:
+                    files.append(child)
+                else:
+                    skipped.append(str(child))
+            if not any(f.parent == path for f in files):
+                raise FleetFileError(path, "folder holds no CSV or Parquet files")
+        elif path.exists():
+            files.append(path)
+        elif globbing.has_magic(text):
+            matched = sorted(Path(p) for p in globbing.glob(text, recursive=True) if Path(p).is_file())
+            if not matched:
+                raise FleetFileError(text, "no files match this pattern")
+            files.extend(matched)
+        else:
+            raise FleetFileError(path, "file not found")
+    # The same file named twice (folder + glob) is read once.
+    unique = list(dict.fromkeys(files))
+    return unique, skipped
+
+
+def _decode(raw: bytes, path: Path) -> bytes:
+    """UTF-8 bytes without BOM; UTF-16 (Excel 'Unicode text') and cp1252/latin-1 are converted."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return raw.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FleetFileError(path, f"unreadable UTF-16 text ({exc.reason})") from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    if b"\x00" in raw[:SNIFF_BYTES]:
+        raise FleetFileError(path, "not a CSV or Parquet file (binary content)")
+    try:
+        raw.decode("utf-8")
+        return raw
+    except UnicodeDecodeError:
+        pass
+    try:
+        return raw.decode("cp1252").encode("utf-8")
+    except UnicodeDecodeError:
+        # latin-1 maps every byte, so this cannot fail; cp1252 is tried first for € and quotes.
+        return raw.decode("latin-1").encode("utf-8")
+
+
+def _first_line(text: bytes) -> str:
+    for line in text[:SNIFF_BYTES].splitlines():
+        if line.strip():
+            return line.decode("utf-8", errors="replace")
+    return ""
+
+
+def _sniff_delimiter(header: str) -> str:
+    unquoted = re.sub(r'"[^"]*"', "", header)
+    counts = {d: unquoted.count(d) for d in CANDIDATE_DELIMITERS}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] > 0 else ","
+
+
+def _read_csv(path: Path) -> pl.DataFrame:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FleetFileError(path, f"unreadable ({exc.strerror or exc})") from None
+    if not raw.strip():
+        raise FleetFileError(path, "file is empty")
+    text = _decode(raw, path)
+    del raw
+    header = _first_line(text)
+    if not header:
+        raise FleetFileError(path, "file is empty")
+    # Blank lines before the header are not rows; polars would take the first one as the header.
+    leading_blank = re.match(rb"(?:[ \t]*\r?\n)+", text)
+    start = leading_blank.end() if leading_blank else 0
+    try:
+        frame = pl.read_csv(
+            text[start:] if start else text,
+            separator=_sniff_delimiter(header),
+            infer_schema=False,
+            quote_char='"',
+            raise_if_empty=False,
+        )
+    except pl.exceptions.PolarsError as exc:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise FleetFileError(path, f"cannot be parsed as CSV ({message})") from None
+    return frame
+
+
+def _read_parquet(path: Path) -> pl.DataFrame:
+    try:
+        frame = pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise FleetFileError(path, f"unreadable Parquet file ({str(exc).splitlines()[0] if str(exc) else exc})") from None
+    # Every column becomes text, as from a CSV, so files of both kinds line up; nested columns are JSON.
+    return frame.select(
+        pl.col(name).struct.json_encode() if isinstance(dtype, pl.Struct)
+        else pl.col(name).cast(pl.String, strict=False)
+        for name, dtype in frame.schema.items()
+        if not isinstance(dtype, (pl.List, pl.Array))
+    )  # fmt: skip
+
+
+def _is_parquet(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(4) == b"PAR1"
+    except OSError:
+        return False
+
+
+def _read_one(path: Path) -> pl.DataFrame:
+    if _is_parquet(path):
+        return _read_parquet(path)
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        raise FleetFileError(path, "not a Parquet file (missing PAR1 magic)")
+    return _read_csv(path)
+
+
+def find_vin_column(columns: list[str], path: Path | str, vin_column: str | None = None) -> str:
+    """The column holding VINs: `vin_column` if given, else by name (case and spacing insensitive)."""
+    if vin_column is not None:
+        wanted = _header_key(vin_column)
+        for name in columns:
+            if name == vin_column or _header_key(name) == wanted:
+                return name
+        raise FleetFileError(path, f"no column named {vin_column!r} (columns: {', '.join(columns) or 'none'})")
+    exact = [name for name in columns if _header_key(name) in VIN_HEADER_NAMES]
+    if len(exact) == 1:
+        return exact[0]
+    # Headers such as "VIN (17 chars)" or "Vehicle VIN #": a word "vin" anywhere.
+    loose = exact or [name for name in columns if "vin" in re.split(r"[^a-z0-9]+", name.lower())]
+    if len(loose) == 1:
+        return loose[0]
+    if not loose:
+        raise FleetFileError(path, f"no VIN column found (columns: {', '.join(columns) or 'none'}); pass --vin-column")
+    raise FleetFileError(path, f"several columns look like VINs ({', '.join(loose)}); pass --vin-column")
+
+
+def _roster_names(columns: list[str], vin_name: str) -> dict[str, str]:
+    """Rename map: VIN column to `raw_vin`, known roster columns to their canonical names, others to snake_case."""
+    renames: dict[str, str] = {vin_name: "raw_vin"}
+    taken = {"raw_vin", "vin", "source_file", "source_row", "check_digit_valid", "duplicate_count"}
+    for name in columns:
+        if name == vin_name:
+            continue
+        key = _header_key(name)
+        canonical = next((c for c, aliases in ROSTER_ALIASES.items() if key in aliases or key == _header_key(c)), None)
+        base = canonical if canonical and canonical not in taken else _snake(name)
+        target, n = base, 1
+        while target in taken:
+            n += 1
+            target = f"{base}_{n}"
+        taken.add(target)
+        renames[name] = target
+    return renames
+
+
+def _prepare(path: Path, vin_column: str | None) -> pl.DataFrame:
+    frame = _read_one(path)
+    if not frame.columns:
+        raise FleetFileError(path, "file is empty")
+    vin_name = find_vin_column(frame.columns, path, vin_column)
+    if frame.height == 0:
+        raise FleetFileError(path, "has a header but no data rows")
+    frame = frame.rename(_roster_names(frame.columns, vin_name))
+    return frame.with_columns(
+        pl.lit(str(path)).alias("source_file"),
+        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("source_row"),
+    )
+
+
+def _parse_mileage(expr: pl.Expr) -> pl.Expr:
+    # "12,345", "12 345 mi", "12345.0" all mean 12345; anything else becomes null (the VIN still lands).
+    digits = expr.str.replace_all(r"[,\s_]|mi(les)?$|km$", "").str.strip_chars()
+    return digits.cast(pl.Float64, strict=False).round(0).cast(pl.Int64, strict=False)
+
+
+def read_fleet(paths: list[str | Path] | str | Path, vin_column: str | None = None) -> IngestResult:
+    """Read, normalise, validate and de-duplicate fleet files.
+
+    paths: files, folders (every CSV/Parquet inside, sorted) or glob patterns.
+    vin_column: header of the VIN column when it cannot be found by name.
+
+    Returns an IngestResult: `roster` (one row per valid VIN, first occurrence's
+    columns, `duplicate_count` = further occurrences collapsed into it) and
+    `rejected` (source_file, source_row, raw_value, reason). `source_row` is the
+    1-based data row number (first row after the header is 1).
+    Raises FleetFileError for a file that cannot be used at all.
+    """
+    files, skipped = expand_paths(paths)
+    if not files:
+        raise FleetFileError(", ".join(map(str, paths if isinstance(paths, list) else [paths])), "no files to read")
+    frames = [_prepare(path, vin_column) for path in files]
+    rows = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    del frames
+
+    data_columns = [c for c in rows.columns if c not in ("source_file", "source_row")]
+    blank = pl.all_horizontal(pl.col(c).is_null() | (pl.col(c).str.strip_chars() == "") for c in data_columns)
+    rows = rows.with_columns(blank.alias("_blank"))
+    blank_rows = int(rows["_blank"].sum())
+    rows = rows.filter(~pl.col("_blank")).drop("_blank")
+
+    rows = rows.with_columns(normalise_vin_expr("raw_vin").alias("vin"))
+    rows = rows.with_columns(vin_reject_reason_expr("vin").alias("reason"))
+
+    rejected = (
+        rows.filter(pl.col("reason").is_not_null())
+        .select("source_file", "source_row", pl.col("raw_vin").alias("raw_value"), "reason")
+        .cast(REJECTED_SCHEMA)  # type: ignore[arg-type]
+    )
+    accepted = rows.filter(pl.col("reason").is_null()).drop("reason", "raw_vin")
+    rows_in = rows.height
+    del rows
+
+    roster = (
+        accepted.with_columns((pl.len().over("vin") - 1).cast(pl.Int64).alias("duplicate_count"))
+        .unique(subset="vin", keep="first", maintain_order=True)
+        .with_columns(check_digit_valid_expr("vin").alias("check_digit_valid"))
+    )
+    if "mileage" in roster.columns:
+        roster = roster.with_columns(_parse_mileage(pl.col("mileage")).alias("mileage"))
+    if "state" in roster.columns:
+        roster = roster.with_columns(pl.col("state").str.strip_chars().str.to_uppercase())
+    leading = [c for c in ROSTER_LEADING if c in roster.columns]
+    trailing = ["check_digit_valid", "duplicate_count"]
+    others = [c for c in roster.columns if c not in leading and c not in trailing]
+    roster = roster.select(leading + others + trailing)
+
+    return IngestResult(
+        roster=roster,
+        rejected=rejected,
+        files=[str(p) for p in files],
+        rows_in=rows_in,
+        valid=roster.height,
+        duplicates=accepted.height - roster.height,
+        blank_rows=blank_rows,
+        skipped_files=skipped,
+    )

@@ -1,0 +1,126 @@
+"""VIN normalisation and validation as polars expressions (vectorised, no row loops).
+
+Rules (ISO 3779 / 49 CFR 565):
+- normalise: trim, upper case, remove inner spaces and dashes;
+- 17 characters from 0-9 and A-Z without I, O, Q;
+- position 9 is a check digit. It is mandatory for North American VINs (first
+  character 1-5) and only advisory elsewhere (many European makers fill it
+  with something else), so outside North America it is recorded, not enforced.
+
+Reject reasons form a fixed vocabulary, checked in this order, first match wins.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+MISSING = "missing"
+WRONG_LENGTH = "wrong_length"
+INVALID_CHARACTERS = "invalid_characters"
+CHECK_DIGIT = "check_digit"
+REJECT_REASONS = (MISSING, WRONG_LENGTH, INVALID_CHARACTERS, CHECK_DIGIT)
+
+VIN_LENGTH = 17
+ALLOWED_PATTERN = r"^[A-HJ-NPR-Z0-9]{17}$"
+NORTH_AMERICA_FIRST = ("1", "2", "3", "4", "5")
+
+TRANSLITERATION: dict[str, int] = {
+    **{str(d): d for d in range(10)},
+    "A": 1, "B": 2, "C": 3, "D": 4, "E": 5, "F": 6, "G": 7, "H": 8,
+    "J": 1, "K": 2, "L": 3, "M": 4, "N": 5, "P": 7, "R": 9,
+    "S": 2, "T": 3, "U": 4, "V": 5, "W": 6, "X": 7, "Y": 8, "Z": 9,
+}  # fmt: skip
+WEIGHTS = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
+
+_ALLOWED_RE = re.compile(ALLOWED_PATTERN)
+_STRIP_RE = re.compile(r"[\s\-]+")
+
+
+def _as_expr(vin: pl.Expr | str) -> pl.Expr:
+    return pl.col(vin) if isinstance(vin, str) else vin
+
+
+def normalise_vin_expr(raw: pl.Expr | str) -> pl.Expr:
+    """Trimmed, upper-cased VIN without spaces or dashes; empty strings become null."""
+    cleaned = _as_expr(raw).cast(pl.String).str.replace_all(r"[\s\-]+", "").str.to_uppercase()
+    return pl.when(cleaned.str.len_chars() == 0).then(None).otherwise(cleaned)
+
+
+def check_digit_expr(vin: pl.Expr | str) -> pl.Expr:
+    """The check character ('0'-'9' or 'X') a normalised VIN should carry at position 9.
+
+    Null when the VIN is not 17 allowed characters (no check digit can be computed).
+    """
+    vin = _as_expr(vin)
+    total = pl.lit(0, dtype=pl.Int64)
+    for position, weight in enumerate(WEIGHTS):
+        if weight == 0:
+            continue
+        value = vin.str.slice(position, 1).replace_strict(TRANSLITERATION, default=None, return_dtype=pl.Int64)
+        total = total + value * weight
+    remainder = total % 11
+    check = pl.when(remainder == 10).then(pl.lit("X")).otherwise(remainder.cast(pl.String))
+    return pl.when(vin.str.contains(ALLOWED_PATTERN)).then(check).otherwise(None)
+
+
+def check_digit_valid_expr(vin: pl.Expr | str) -> pl.Expr:
+    """True when position 9 matches the computed check digit (null if it cannot be computed)."""
+    vin = _as_expr(vin)
+    return vin.str.slice(8, 1) == check_digit_expr(vin)
+
+
+def is_north_american_expr(vin: pl.Expr | str) -> pl.Expr:
+    return _as_expr(vin).str.slice(0, 1).is_in(list(NORTH_AMERICA_FIRST))
+
+
+def vin_reject_reason_expr(vin: pl.Expr | str) -> pl.Expr:
+    """Reject reason for a *normalised* VIN, or null when the VIN is acceptable."""
+    vin = _as_expr(vin)
+    return (
+        pl.when(vin.is_null())
+        .then(pl.lit(MISSING))
+        .when(vin.str.len_chars() != VIN_LENGTH)
+        .then(pl.lit(WRONG_LENGTH))
+        .when(~vin.str.contains(ALLOWED_PATTERN))
+        .then(pl.lit(INVALID_CHARACTERS))
+        .when(is_north_american_expr(vin) & ~check_digit_valid_expr(vin))
+        .then(pl.lit(CHECK_DIGIT))
+        .otherwise(None)
+    )
+
+
+# Scalar helpers for one-offs (CLI arguments, tests); the pipeline uses the expressions above.
+
+
+def normalise_vin(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    cleaned = _STRIP_RE.sub("", str(raw)).upper()
+    return cleaned or None
+
+
+def check_digit(vin: str) -> str | None:
+    if not _ALLOWED_RE.match(vin):
+        return None
+    remainder = sum(TRANSLITERATION[c] * w for c, w in zip(vin, WEIGHTS)) % 11
+    return "X" if remainder == 10 else str(remainder)
+
+
+def reject_reason(raw: str | None) -> str | None:
+    vin = normalise_vin(raw)
+    if vin is None:
+        return MISSING
+    if len(vin) != VIN_LENGTH:
+        return WRONG_LENGTH
+    if not _ALLOWED_RE.match(vin):
+        return INVALID_CHARACTERS
+    if vin[0] in NORTH_AMERICA_FIRST and vin[8] != check_digit(vin):
+        return CHECK_DIGIT
+    return None
+
+
+def is_valid_vin(raw: str | None) -> bool:
+    """True when the VIN would be accepted into a roster (same rules as the expressions)."""
+    return reject_reason(raw) is None
