@@ -1,0 +1,179 @@
+"""The one place where requests are built, sent, retried, and turned into results or errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+import httpx
+
+from . import errors
+from .billing import units_for_answer
+from .calls import CallObserver, CallRecord
+from .config import Settings
+from .endpoints import ENDPOINTS, Endpoint
+from .redact import guard_loggers, redact_payload, redact_text
+from .retry import parse_retry_after
+from .transport import build_http_client
+
+log = logging.getLogger("connectors.client")
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: Any  # decoded, redacted JSON (dict) or text for CSV/XML
+    headers: Mapping[str, str]
+
+
+class BaseClient:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        on_call: CallObserver | None = None,
+        http_transport: httpx.AsyncBaseTransport | None = None,
+        **overrides: Any,
+    ) -> None:
+        """`on_call` sees every attempt (for counting cost); `http_transport` replaces the pool (tests)."""
+        settings = settings or Settings.from_env()
+        if overrides:
+            settings = replace(settings, **overrides)
+        if not settings.base_url:
+            raise ValueError("no base URL: set VDS_BASE_URL, pass base_url=, or use the sandbox")
+        self.settings = settings
+        self._secrets = tuple(s for s in (settings.api_key,) if s)
+        guard_loggers(settings.api_key)
+        self._http = build_http_client(settings, http_transport)
+        self._on_call = on_call
+        self._sleep = asyncio.sleep  # replaced in tests that count backoff without waiting
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.settings.base_url!r})"
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "BaseClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def request(
+        self,
+        endpoint: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        json_body: Any = None,
+        batch_token: str | None = None,
+        payment: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Answer:
+        """Call an endpoint by name; retries by the policy; raises a `VehicleDataError` on failure."""
+        ep = ENDPOINTS[endpoint]
+        query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        headers: dict[str, str] = {}
+        # Batch follow-ups and x402 submits authenticate without the key, per call.
+        if batch_token:
+            headers["X-Service-Batch-Token"] = batch_token
+            self._add_secret(batch_token)
+        elif payment:
+            headers["X-Payment"] = payment
+        elif self.settings.api_key:
+            query["key"] = self.settings.api_key
+        if ep.method != "GET":
+            # A POST is only ever retried with the same key, so a retry cannot pay twice.
+            headers["Idempotency-Key"] = idempotency_key or uuid.uuid4().hex
+        policy = self.settings.retry
+        attempt = 0
+        retries: dict[str, int] = {}
+        while True:
+            attempt += 1
+            started = time.perf_counter()
+            try:
+                answer = await self._send_once(ep, query, headers, json_body)
+                error: errors.VehicleDataError | None = None
+            except errors.VehicleDataError as exc:
+                answer, error = None, exc
+            latency = (time.perf_counter() - started) * 1000
+            retry = error is not None and policy.should_retry(
+                error, retries=retries, method=ep.method, idempotent="Idempotency-Key" in headers
+            )
+            self._observe(ep, query, answer, error, attempt, latency, retry)
+            if error is None:
+                assert answer is not None
+                return answer
+            if not retry:
+                raise error
+            budget = policy.budget(error)
+            retries[budget] = retries.get(budget, 0) + 1
+            delay = policy.delay(retries[budget], getattr(error, "retry_after", None))
+            log.debug("retrying %s after %s (attempt %d) in %.2fs", ep.name, type(error).__name__, attempt, delay)
+            await self._sleep(delay)
+
+    async def _send_once(self, ep: Endpoint, query: dict[str, str], headers: dict[str, str], body: Any) -> Answer:
+        try:
+            response = await self._http.request(ep.method, ep.path, params=query, headers=headers, json=body)
+            content = response.content
+        except httpx.TimeoutException as exc:
+            raise errors.APITimeoutError(self._clean(f"{type(exc).__name__} calling {ep.path}: {exc}"), endpoint=ep.name) from None
+        except (httpx.HTTPError, OSError, asyncio.TimeoutError) as exc:
+            raise errors.APIConnectionError(self._clean(f"{type(exc).__name__} calling {ep.path}: {exc}"), endpoint=ep.name) from None
+        return self._decode(ep, response.status_code, content, response.headers)
+
+    def _decode(self, ep: Endpoint, status: int, content: bytes, headers: Mapping[str, str]) -> Answer:
+        text = content.decode("utf-8", errors="replace")
+        content_type = headers.get("content-type", "")
+        retry_after = parse_retry_after(headers.get("retry-after"))
+        is_json = "json" in content_type or text.lstrip().startswith(("{", "["))
+        if not is_json and status < 400 and (ep.model is None or "xml" in content_type or "csv" in content_type):
+            return Answer(status, self._clean(text), dict(headers))
+        try:
+            body = json.loads(text)
+        except ValueError:
+            if status < 400:
+                raise errors.MalformedResponseError(
+                    f"{ep.path} answered {status} with a body that is not valid JSON", endpoint=ep.name, status=status
+                ) from None
+            body = {"success": False, "message": self._clean(text.strip()[:300]) or f"HTTP {status}"}
+        body = redact_payload(body, self._secrets)
+        failed = status >= 400 or (isinstance(body, dict) and body.get("success") is False)
+        if failed:
+            raise errors.error_from_response(status, body if isinstance(body, dict) else {}, endpoint=ep.name, retry_after=retry_after)
+        return Answer(status, body, dict(headers))
+
+    def _observe(self, ep, query, answer, error, attempt, latency, retry) -> None:  # noqa: ANN001
+        if self._on_call is None:
+            return
+        status = answer.status if answer else getattr(error, "status", None)
+        units = units_for_answer(ep.name, query, answer.status, answer.body) if answer else 0
+        self._on_call(
+            CallRecord(
+                endpoint=ep.name, method=ep.method, path=ep.path, vin=query.get("vin"), status=status,
+                attempt=attempt, latency_ms=round(latency, 2), units=units,
+                error=type(error).__name__ if error else None, will_retry=retry,
+            )
+        )
+
+    def _add_secret(self, secret: str) -> None:
+        """Batch tokens are credentials too: redact them like the key."""
+        if secret not in self._secrets:
+            self._secrets = (*self._secrets, secret)
+            guard_loggers(secret)
+
+    def _clean(self, text: str) -> str:
+        return redact_text(text, self._secrets)
+
+
+def _param(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)

@@ -1,0 +1,46 @@
+"""Client configuration: environment, then `.env`, then arguments in code."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import httpx
+from dotenv import dotenv_values
+
+from .retry import RetryPolicy
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=30.0)
+
+
+@dataclass(frozen=True)
+class Settings:
+    api_key: str | None = field(default=None, repr=False)
+    base_url: str | None = None
+    # Split timeouts, never library defaults: a slow read is not a dead host.
+    timeout: httpx.Timeout = field(default_factory=lambda: DEFAULT_TIMEOUT)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_connections: int = 100
+    transport: str = "aiohttp"  # "aiohttp" (httpx-aiohttp) or "httpx"; see README for the measurement
+    user_agent: str = "fleet-data/0.1"
+
+    def __repr__(self) -> str:  # the dataclass repr would be fine, but say it explicitly
+        key = "set" if self.api_key else "unset"
+        return f"Settings(base_url={self.base_url!r}, api_key=<{key}>, transport={self.transport!r})"
+
+    @classmethod
+    def from_env(cls, env_file: str | Path | None = ".env", **overrides: object) -> "Settings":
+        """Read `VDS_API_KEY` and `VDS_BASE_URL` from the environment, else from `.env`."""
+        file_values = dotenv_values(env_file) if env_file and Path(env_file).is_file() else {}
+
+        def pick(name: str) -> str | None:
+            return os.environ.get(name) or file_values.get(name) or None
+
+        settings = cls(api_key=pick("VDS_API_KEY"), base_url=pick("VDS_BASE_URL"))
+        return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
+
+    @property
+    def configured(self) -> bool:
+        """True when the user pointed us at a service (otherwise commands use the sandbox)."""
+        return bool(self.api_key or self.base_url)

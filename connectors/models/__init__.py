@@ -1,0 +1,31 @@
+"""Typed results of the Vehicle Data Service, one module per resource."""
+
+from .base import Result, ServiceModel
+from .history import HistoryReport, LienTheftEvent, LienTheftResult
+from .market_value import GROUP_NAMES, MarketValue, MarketValueV1, ValuationGroup
+from .options import Image, ImageResult, RecognitionResult, YmmOptions
+from .ownership import Owner, OwnershipResult, PhoneOwnership, PhoneOwnershipBulk
+from .plates import LegacyPlateDecode, PlateDecode, PlateFanOut, USPlateDecode
+from .recalls import (
+    BatchJob,
+    BatchResultItem,
+    BatchResults,
+    BatchStatus,
+    BatchStatusResult,
+    BatchSubmitted,
+    Recall,
+    RecallReport,
+    RecallsByModel,
+    parse_batch_csv,
+)
+from .specs import InternationalDecodeResult, SpecsResult
+
+__all__ = [
+    "BatchJob", "BatchResultItem", "BatchResults", "BatchStatus", "BatchStatusResult",
+    "BatchSubmitted", "GROUP_NAMES", "HistoryReport", "Image", "ImageResult",
+    "InternationalDecodeResult", "LegacyPlateDecode", "LienTheftEvent", "LienTheftResult",
+    "MarketValue", "MarketValueV1", "Owner", "OwnershipResult", "PhoneOwnership",
+    "PhoneOwnershipBulk", "PlateDecode", "PlateFanOut", "Recall", "RecallReport",
+    "RecallsByModel", "RecognitionResult", "Result", "ServiceModel", "SpecsResult",
+    "USPlateDecode", "ValuationGroup", "YmmOptions", "parse_batch_csv",
+]

@@ -1,0 +1,133 @@
+"""The retry policy makes exactly the attempts the spec allows, and waits as the server asks."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from connectors import RetryPolicy
+from connectors import errors as e
+
+from .conftest import reply
+
+VIN = "1HGCM82633A004352"
+POLICY = RetryPolicy(max_retries=4, max_500_retries=1, initial_backoff=0.5, max_backoff=8.0, max_retry_after=60.0)
+
+
+def fail(status: int, **extra) -> httpx.Response:
+    return reply(status, {"success": False, "message": extra.pop("message", f"failure {status}"), **extra})
+
+
+@pytest.mark.parametrize(
+    ("answer", "attempts"),
+    [
+        (fail(502, retryable=True), 5),  # 1 + max_retries
+        (fail(503, retryable=True), 5),
+        (fail(504, retryable=True), 5),
+        (fail(500), 2),  # "once with backoff"
+        (fail(500, message="Unable to authenticate internal request (code CV-001). Please try again later"), 1),
+        (fail(500, message="Unable to authenticate internal request (code CV-002). Please try again later"), 1),
+        (fail(400), 1),
+        (fail(401), 1),
+        (fail(402, code="insufficient_credits"), 1),
+        (fail(403), 1),
+        (fail(404), 1),
+        (fail(405), 1),
+        (fail(409, message="Batch processing is not yet complete."), 1),
+        (fail(429, usage={"current": 5, "limit": 5, "remaining": 0}), 1),
+        (fail(500, message="Please supply a make and model"), 1),  # legacy validation, not a server fault
+    ],
+    ids=lambda v: str(getattr(v, "status_code", v)),
+)
+async def test_attempts_per_status(scripted, answer, attempts):
+    h = scripted(answer, policy=POLICY)
+    with pytest.raises(e.APIStatusError):
+        await h.client.specs(VIN)
+    assert h.attempts == attempts
+    assert len(h.sleeps) == attempts - 1
+    assert [c.attempt for c in h.calls] == list(range(1, attempts + 1))
+    assert [c.will_retry for c in h.calls] == [True] * (attempts - 1) + [False]
+
+
+async def test_transient_failure_then_success_returns_the_result(scripted):
+    ok = reply(200, {"success": True, "input": {"vin": VIN}, "attributes": {"year": "2019", "make": "Honda"}})
+    h = scripted(fail(503, retryable=True), httpx.ConnectError("refused"), ok, policy=POLICY)
+    result = await h.client.specs(VIN)
+    assert result.attributes.year == 2019
+    assert h.attempts == 3
+    assert [c.status for c in h.calls] == [503, None, 200]
+    assert [c.units for c in h.calls] == [0, 0, 1]  # only the answered call costs
+
+
+@pytest.mark.parametrize("exc", [httpx.ConnectError("refused"), httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("dropped")])
+async def test_network_failures_are_retried_then_raised(scripted, exc):
+    h = scripted(exc, policy=POLICY)
+    with pytest.raises(e.APIConnectionError):
+        await h.client.specs(VIN)
+    assert h.attempts == 5
+
+
+async def test_timeout_is_its_own_error(scripted):
+    h = scripted(httpx.ReadTimeout("slow"), policy=POLICY)
+    with pytest.raises(e.APITimeoutError):
+        await h.client.specs(VIN)
+
+
+async def test_malformed_json_is_retried(scripted):
+    good = reply(200, {"success": True, "attributes": {"make": "Ford"}})
+    h = scripted(reply(200, b'{"success": true, "attri'), good, policy=POLICY)
+    result = await h.client.specs(VIN)
+    assert result.attributes.make == "Ford"
+    assert h.attempts == 2
+
+
+async def test_retry_after_is_honoured(scripted):
+    h = scripted(fail(503, retryable=True), fail(502, retryable=True), reply(200), policy=POLICY)
+    h.script.answers[0].headers["Retry-After"] = "7"
+    h.script.answers[1].headers["Retry-After"] = "120"
+    await h.client.history(VIN)
+    assert h.sleeps == [7.0, 60.0]  # the second is capped by max_retry_after
+
+
+async def test_absent_retry_after_backs_off_exponentially_with_jitter(scripted):
+    h = scripted(fail(502, retryable=True), policy=POLICY)
+    with pytest.raises(e.BadGatewayError):
+        await h.client.history(VIN)
+    ceilings = [0.5, 1.0, 2.0, 4.0]
+    assert len(h.sleeps) == 4
+    for slept, ceiling in zip(h.sleeps, ceilings):
+        assert ceiling / 2 <= slept <= ceiling
+
+
+async def test_post_is_retried_with_the_same_idempotency_key(scripted):
+    accepted = reply(202, {"success": True, "data": {"batchId": "rb_1", "status": "uploading", "totalVins": 1, "processedVins": 0}})
+    h = scripted(fail(503, code="auto_recharge_pending"), fail(500), accepted, policy=POLICY)
+    job = await h.client.submit_recalls_batch([VIN])
+    assert job.batchId == "rb_1"
+    keys = [r.headers["Idempotency-Key"] for r in h.script.requests]
+    assert len(keys) == 3 and len(set(keys)) == 1
+    assert h.calls[-1].units == 1
+
+
+async def test_caller_supplied_idempotency_key_is_sent(scripted):
+    accepted = reply(202, {"success": True, "data": {"batchId": "rb_2", "status": "uploading", "totalVins": 2}})
+    h = scripted(accepted)
+    await h.client.submit_recalls_batch([VIN, VIN], idempotency_key="ledger-key-1")
+    assert h.script.requests[0].headers["Idempotency-Key"] == "ledger-key-1"
+
+
+def test_post_without_idempotency_key_is_never_retried():
+    err = e.ServiceUnavailableError("x", status=503)
+    assert not POLICY.should_retry(err, retries={}, method="POST", idempotent=False)
+    assert POLICY.should_retry(err, retries={}, method="POST", idempotent=True)
+    assert not POLICY.should_retry(err, retries={"transient": 4}, method="POST", idempotent=True)
+
+
+async def test_auth_chosen_per_call(scripted):
+    status = reply(200, {"success": True, "data": {"batchId": "rb_3", "status": "processing"}})
+    h = scripted(status, status)
+    await h.client.recalls_batch_status("rb_3", batch_token="tok_abc")
+    await h.client.recalls_batch_status("rb_3")
+    with_token, with_key = h.script.requests
+    assert with_token.headers["X-Service-Batch-Token"] == "tok_abc" and "key" not in with_token.url.params
+    assert "X-Service-Batch-Token" not in with_key.headers and with_key.url.params["key"]
