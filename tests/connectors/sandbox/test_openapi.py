@@ -1,0 +1,227 @@
+"""The OpenAPI description is a valid 3.1 contract of the whole service, and the sandbox keeps to it.
+
+The document is loaded from the repository file (so its validity does not depend on the sandbox);
+the conformance tests then send schemathesis-generated requests to the in-process sandbox.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import schemathesis
+import yaml
+from hypothesis import HealthCheck, Phase, settings
+from schemathesis.config import SchemathesisConfig
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+OPENAPI_PATH = Path(__file__).resolve().parents[3] / "connectors" / "sandbox" / "openapi.yaml"
+SANDBOX_KEY = "sandbox_test_key"
+
+# The spec's "Endpoints" section: the contract the document must cover.
+SPEC_ENDPOINTS = {
+    ("get", "/specs"),
+    ("get", "/v1/international-vin-decoder"),
+    ("get", "/v1/recalls"),
+    ("get", "/v1/recalls-ymm"),
+    ("post", "/v1/recalls-batch/submit"),
+    ("get", "/v1/recalls-batch/results"),
+    ("get", "/v2/platedecoder"),
+    ("get", "/v1/us-platedecoder"),
+    ("get", "/v2/marketvalue"),
+    ("get", "/marketvalue"),
+    ("get", "/history"),
+    ("get", "/v1/lien-theft"),
+    ("get", "/v1/ownership/vin"),
+    ("get", "/v1/ownership/phone"),
+    ("get", "/v1/ymm-options"),
+    ("get", "/images"),
+}
+# Where the spec says "not shown": the README's designed endpoints.
+DESIGNED_ENDPOINTS = {
+    ("get", "/v1/recalls-batch/status"),
+    ("get", "/v1/recalls-batch/download"),
+    ("post", "/v1/ownership/phone/bulk"),
+    ("post", "/v1/plate-recognition"),
+    ("post", "/v1/vin-ocr"),
+    ("get", "/v1/obd"),
+    ("get", "/platedecoder"),
+}
+# Standard keys are refused here (enterprise only): 403 is the documented, expected answer.
+OWNERSHIP_PATHS = {"/v1/ownership/vin", "/v1/ownership/phone", "/v1/ownership/phone/bulk"}
+FOLLOW_UP_PATHS = {"/v1/recalls-batch/status", "/v1/recalls-batch/results", "/v1/recalls-batch/download"}
+
+CONFORMANCE_CHECKS = [
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
+
+schema = schemathesis.openapi.from_path(
+    OPENAPI_PATH,
+    config=SchemathesisConfig.from_dict({"auth": {"openapi": {"apiKey": {"api_key": SANDBOX_KEY}}}}),
+)
+
+
+def _raw_document() -> dict:
+    return yaml.safe_load(OPENAPI_PATH.read_text(encoding="utf-8"))
+
+
+def test_document_is_valid_openapi_31() -> None:
+    assert _raw_document()["openapi"].startswith("3.1.")
+    schema.validate()  # raises on a document that breaks the OpenAPI 3.1 meta-schema
+
+
+def test_every_spec_and_designed_endpoint_is_described() -> None:
+    described = {(method, path) for path, item in _raw_document()["paths"].items() for method in item}
+    assert SPEC_ENDPOINTS - described == set()
+    assert DESIGNED_ENDPOINTS - described == set()
+
+
+def test_authentication_schemes_match_the_spec() -> None:
+    document = _raw_document()
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["apiKey"] == {**schemes["apiKey"], "type": "apiKey", "in": "query", "name": "key"}
+    assert schemes["batchToken"]["name"] == "X-Service-Batch-Token"
+    assert schemes["x402Payment"]["name"] == "X-Payment"
+    assert document["security"] == [{"apiKey": []}]
+    for follow_up in ("status", "results", "download"):
+        operation = document["paths"][f"/v1/recalls-batch/{follow_up}"]["get"]
+        assert operation["security"] == [{"apiKey": []}, {"batchToken": []}]
+
+
+def test_error_answers_use_the_error_envelope() -> None:
+    # Every documented 4xx/5xx JSON answer must be the envelope (or a schema built on it).
+    envelope_refs = {
+        "#/components/schemas/ErrorEnvelope",
+        "#/components/schemas/QuotaError",
+        "#/components/schemas/CreditsError",
+        "#/components/schemas/OwnershipError",
+    }
+    document = _raw_document()
+    shared = document["components"]["responses"]
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            for status, response in operation["responses"].items():
+                if int(status) < 400:
+                    continue
+                if "$ref" in response:
+                    response = shared[response["$ref"].rsplit("/", 1)[-1]]
+                body = response["content"]["application/json"]["schema"]
+                refs = {body["$ref"]} if "$ref" in body else {option["$ref"] for option in body["anyOf"]}
+                assert refs <= envelope_refs, f"{method.upper()} {path} {status}"
+
+
+# --- against the sandbox -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sandbox_url() -> Iterator[str]:
+    sandbox = pytest.importorskip("connectors.sandbox", reason="the sandbox (connectors.sandbox) is not built yet")
+    if not hasattr(sandbox, "run_sandbox"):
+        pytest.skip("connectors.sandbox has no run_sandbox yet")
+    with sandbox.run_sandbox() as server:
+        yield server.url.rstrip("/")
+
+
+def test_sandbox_serves_this_document(sandbox_url: str) -> None:
+    response = httpx.get(f"{sandbox_url}/openapi.yaml", timeout=10)
+    assert response.status_code == 200
+    assert yaml.safe_load(response.text) == _raw_document()
+
+
+@schema.parametrize()
+@settings(
+    max_examples=25,
+    derandomize=True,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+def test_sandbox_conforms_to_the_document(case, sandbox_url: str) -> None:
+    case.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+
+
+VALID_VINS = ["1HGCM82633A004352", "JH4KA7561PC008269"]  # real check digits
+EXAMPLE_BODIES = {
+    "/v1/recalls-batch/submit": {"vins": VALID_VINS},
+    "/v1/plate-recognition": {"image": "https://example.com/plate.jpg"},
+    "/v1/vin-ocr": {"image": "https://example.com/vin.jpg"},
+    "/v1/ownership/phone/bulk": {"phones": ["5555550100"]},
+}
+
+
+def _example_case(path: str, method: str):
+    """A request built only from the document's own examples: what a well-behaved client sends."""
+    document = _raw_document()
+    shared = document["components"]["parameters"]
+    query = {"key": SANDBOX_KEY}
+    for parameter in document["paths"][path][method.lower()].get("parameters", []):
+        if "$ref" in parameter:
+            parameter = shared[parameter["$ref"].rsplit("/", 1)[-1]]
+        if parameter["in"] == "query" and "example" in parameter:
+            query[parameter["name"]] = parameter["example"]
+    operation = schema[path][method.upper()]
+    if path in EXAMPLE_BODIES:
+        return operation.Case(query=query, body=EXAMPLE_BODIES[path], media_type="application/json")
+    return operation.Case(query=query)
+
+
+SUCCESS_OPERATIONS = sorted(
+    (path, method)
+    for method, path in SPEC_ENDPOINTS | DESIGNED_ENDPOINTS
+    # batch follow-ups need a real batch: covered by the lifecycle test below
+    if path not in OWNERSHIP_PATHS and path not in FOLLOW_UP_PATHS
+)
+
+
+@pytest.mark.parametrize(("path", "method"), SUCCESS_OPERATIONS)
+def test_documented_examples_succeed_with_a_standard_key(sandbox_url: str, path: str, method: str) -> None:
+    response = _example_case(path, method).call_and_validate(
+        base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10
+    )
+    assert 200 <= response.status_code < 300, response.text
+
+
+@pytest.mark.parametrize(("path", "method"), sorted((p, m) for m, p in SPEC_ENDPOINTS | DESIGNED_ENDPOINTS if p in OWNERSHIP_PATHS))
+def test_ownership_refuses_a_standard_key_as_documented(sandbox_url: str, path: str, method: str) -> None:
+    response = _example_case(path, method).call_and_validate(
+        base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10
+    )
+    assert response.status_code == 403
+    assert response.json()["error"] == "api_not_enabled"
+
+
+def test_batch_follow_ups_conform_through_the_lifecycle(sandbox_url: str) -> None:
+    submit = _example_case("/v1/recalls-batch/submit", "post")
+    accepted = submit.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    assert accepted.status_code == 202
+    batch_id = accepted.json()["data"]["batchId"]
+    query = {"key": SANDBOX_KEY, "batchId": batch_id}
+
+    def follow_up(name: str):
+        case = schema[f"/v1/recalls-batch/{name}"]["GET"].Case(query=query)
+        return case.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+
+    status = "uploading"
+    for _ in range(100):  # bounded: a two-VIN batch finishes within seconds in the sandbox
+        status = follow_up("status").json()["data"]["status"]
+        if status in {"completed", "partial", "failed"}:
+            break
+        assert follow_up("results").status_code == 409
+        time.sleep(0.1)
+    assert status == "completed"
+    results = follow_up("results").json()["data"]["results"]
+    assert {item["vin"] for item in results} == set(VALID_VINS)
+    download = follow_up("download")
+    assert download.status_code == 200
+    assert download.text.splitlines()[0] == "vin,hasRecalls,recallCount"
