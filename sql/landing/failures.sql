@@ -1,0 +1,22 @@
+-- One open failure per (VIN, dataset). Attempts add up across runs; re-landing the same run's
+-- chunk replaces that run's contribution instead of adding it again (idempotent).
+UPDATE incoming SET attempts = coalesce(attempts, 1), run_attempts = coalesce(attempts, 1),
+    first_failed_at = fetched_at, resolved_at = NULL, resolved_run_id = NULL;
+
+MERGE INTO failures AS t
+USING (
+    SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin, dataset ORDER BY fetched_at DESC) = 1
+) AS s
+ON t.vin = s.vin AND t.dataset = s.dataset
+WHEN MATCHED AND s.fetched_at >= t.fetched_at THEN UPDATE SET
+    status = s.status, message = s.message, retryable = s.retryable,
+    attempts = CASE
+        WHEN t.resolved_at IS NOT NULL AND t.resolved_at <= s.fetched_at THEN s.attempts  -- a new episode
+        WHEN t.run_id = s.run_id THEN t.attempts - t.run_attempts + s.attempts
+        ELSE t.attempts + s.attempts END,
+    run_attempts = s.attempts,
+    first_failed_at = CASE WHEN t.resolved_at IS NOT NULL AND t.resolved_at <= s.fetched_at
+                           THEN s.fetched_at ELSE t.first_failed_at END,
+    resolved_at = NULL, resolved_run_id = NULL,
+    run_id = s.run_id, fetched_at = s.fetched_at
+WHEN NOT MATCHED THEN INSERT BY NAME;

@@ -1,0 +1,15 @@
+-- Each report replaces the VIN's events, unless what we hold is newer.
+CREATE TEMP TABLE newest_reports AS
+SELECT i.vin, max(i.fetched_at) AS fetched_at
+FROM incoming AS i
+GROUP BY i.vin
+HAVING max(i.fetched_at) >= coalesce((SELECT max(e.fetched_at) FROM lien_theft_events AS e WHERE e.vin = i.vin),
+                                      max(i.fetched_at));
+
+DELETE FROM lien_theft_events WHERE vin IN (SELECT vin FROM newest_reports);
+
+INSERT INTO lien_theft_events BY NAME
+SELECT i.* FROM incoming AS i JOIN newest_reports AS n ON i.vin = n.vin AND i.fetched_at = n.fetched_at
+QUALIFY row_number() OVER (PARTITION BY i.vin, i.event_index ORDER BY i.event) = 1;
+
+DROP TABLE newest_reports;

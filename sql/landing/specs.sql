@@ -1,0 +1,6 @@
+-- Latest decode per VIN; an older fetch landing late does not overwrite a newer one.
+MERGE INTO specs AS t
+USING (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin ORDER BY fetched_at DESC) = 1) AS s
+ON t.vin = s.vin
+WHEN MATCHED AND s.fetched_at >= t.fetched_at THEN UPDATE
+WHEN NOT MATCHED THEN INSERT BY NAME;

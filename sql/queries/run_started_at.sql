@@ -1,0 +1,1 @@
+SELECT started_at FROM runs WHERE run_id = $run_id;

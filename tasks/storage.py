@@ -1,0 +1,409 @@
+"""The DuckDB store: migrations, landing, named queries, runs and the Parquet export.
+
+One process holds the DuckDB file through one `Database` (DuckDB itself refuses a
+second writer process); `open_database` hands the same instance to every caller in
+the process and a lock serialises writes from threads. SQL lives in `sql/`:
+`migrations/NNNN_name.sql` (applied once, recorded in `schema_migrations`),
+`views/*.sql` (re-created on every open), `landing/<table>.sql` (the upsert for
+one table, reading the staged chunk `incoming`), `queries/<name>.sql` and
+`export/<table>.sql`. Values are always bound parameters; the only identifiers
+put into SQL text are table names from `LANDING_TABLES` / `EXPORT_TABLES`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+# Tables `land` accepts; a successful fetch of the dataset resolves that VIN's open failure.
+LANDING_TABLES: dict[str, str | None] = {
+    "vehicles": None,
+    "rejected_rows": None,
+    "api_calls": None,
+    "failures": None,
+    "recall_batches": None,
+    "specs": "specs",
+    "market_values": "market_values",
+    "recall_checks": "recalls",
+    "recalls": None,
+    "history_reports": "history",
+    "lien_theft_events": "lien_theft",
+    "raw_responses": None,
+}
+# The `dataset` values used in `failures` (and raw_responses), in the user's words.
+DATASETS = ("specs", "market_values", "recalls", "history", "lien_theft")
+
+EXPORT_TABLES: dict[str, list[str]] = {
+    "runs": [],
+    "vehicles": [],
+    "rejected_rows": [],
+    "specs": [],
+    "market_values": ["valued_month"],
+    "recall_checks": [],
+    "recalls": [],
+    "history_reports": [],
+    "lien_theft_events": [],
+    "api_calls": ["called_month"],
+    "failures": [],
+    "recall_batches": [],
+    "raw_responses": [],
+}
+
+VEHICLE_COLUMNS = (
+    "vin", "unit_number", "plate", "state", "mileage", "fleet", "check_digit_valid", "duplicate_count",
+    "source_file", "source_row", "run_id", "fetched_at", "extra",
+)  # fmt: skip
+
+
+class DatabaseError(Exception):
+    """The store cannot be opened or a landing was refused; the message says why."""
+
+
+def _read_sql(*parts: str) -> str:
+    return (SQL_DIR.joinpath(*parts)).read_text(encoding="utf-8")
+
+
+def _statements(sql: str) -> list[str]:
+    """Split one of our .sql files into statements (each ends with ';' at the end of a line)."""
+    body = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    return [s.strip() for s in re.split(r";\s*(?:\n|$)", body) if s.strip()]
+
+
+def _bind(statement: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Only the parameters a statement names (DuckDB rejects unused ones)."""
+    return {k: v for k, v in params.items() if re.search(rf"\${re.escape(k)}\b", statement)}
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+
+def discover_migrations(directory: Path) -> list[Migration]:
+    found = []
+    for path in sorted(directory.glob("*.sql")):
+        match = MIGRATION_NAME.match(path.name)
+        if not match:
+            raise DatabaseError(f"{path}: migration files are named NNNN_name.sql")
+        found.append(Migration(int(match.group(1)), match.group(2), path))
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise DatabaseError(f"{directory}: two migrations share a version number")
+    return found
+
+
+_registry: dict[str, "Database"] = {}
+_registry_lock = threading.Lock()
+
+
+class Database:
+    """One DuckDB connection for this process; migrations applied on open."""
+
+    def __init__(self, path: str | Path, migrations_dir: Path | None = None, views_dir: Path | None = None):
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._users = 1
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.connection = duckdb.connect(self.path)
+        except duckdb.IOException as exc:
+            raise DatabaseError(f"{self.path}: cannot open the database, another process may hold it ({exc})") from None
+        # Timestamps are stored and shown in UTC whatever the machine's zone.
+        self.connection.execute("SET TimeZone = 'UTC'")
+        self.applied = self.migrate(migrations_dir or SQL_DIR / "migrations")
+        self.create_views(views_dir or SQL_DIR / "views")
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None:
+        with _registry_lock:
+            self._users -= 1
+            if self._users > 0:
+                return
+            _registry.pop(self._key(), None)
+        with self._lock:
+            self.connection.close()
+
+    def _key(self) -> str:
+        return self.path if self.path == ":memory:" else str(Path(self.path).resolve())
+
+    def __enter__(self) -> "Database":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema ------------------------------------------------------------------------------
+    def migrate(self, directory: Path) -> list[int]:
+        """Apply every migration not yet recorded, in order, each in its own transaction."""
+        with self._lock:
+            for statement in _statements(_read_sql("bootstrap.sql")):
+                self.connection.execute(statement)
+            done = {row[0]: row[1] for row in self.connection.execute("SELECT version, checksum FROM schema_migrations").fetchall()}
+            applied = []
+            for migration in discover_migrations(directory):
+                if migration.version in done:
+                    continue
+                self.connection.execute("BEGIN TRANSACTION")
+                try:
+                    for statement in _statements(migration.path.read_text(encoding="utf-8")):
+                        self.connection.execute(statement)
+                    self.connection.execute(
+                        "INSERT INTO schema_migrations (version, name, checksum) VALUES ($version, $name, $checksum)",
+                        {"version": migration.version, "name": migration.name, "checksum": migration.checksum},
+                    )
+                    self.connection.execute("COMMIT")
+                except Exception as exc:
+                    self.connection.execute("ROLLBACK")
+                    raise DatabaseError(f"migration {migration.path.name} failed: {exc}") from exc
+                applied.append(migration.version)
+            return applied
+
+    def create_views(self, directory: Path) -> None:
+        with self._lock:
+            for path in sorted(directory.glob("*.sql")):
+                for statement in _statements(path.read_text(encoding="utf-8")):
+                    self.connection.execute(statement)
+
+    def schema_version(self) -> int:
+        row = self.connection.execute("SELECT max(version) FROM schema_migrations").fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def columns(self, table: str) -> list[str]:
+        rows = self.connection.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = $table ORDER BY ordinal_position",
+            {"table": table},
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    # -- named queries -----------------------------------------------------------------------
+    def _query_sql(self, name: str) -> str:
+        if not QUERY_NAME.match(name) or not (SQL_DIR / "queries" / f"{name}.sql").is_file():
+            raise DatabaseError(f"no named query {name!r} in sql/queries/")
+        return _read_sql("queries", f"{name}.sql")
+
+    def query(self, name: str, **params: Any) -> pl.DataFrame:
+        """Run `sql/queries/<name>.sql` with bound parameters and return its rows."""
+        statements = _statements(self._query_sql(name))
+        with self._lock:
+            for statement in statements[:-1]:
+                self.connection.execute(statement, _bind(statement, params))
+            last = statements[-1]
+            return pl.from_arrow(self.connection.sql(last, params=_bind(last, params)).to_arrow_table())  # type: ignore[return-value]
+
+    def execute(self, name: str, **params: Any) -> None:
+        """Run a named write statement (`sql/queries/<name>.sql`) in one transaction."""
+        statements = _statements(self._query_sql(name))
+        with self._lock:
+            self.connection.execute("BEGIN TRANSACTION")
+            try:
+                for statement in statements:
+                    self.connection.execute(statement, _bind(statement, params))
+                self.connection.execute("COMMIT")
+            except Exception:
+                self.connection.execute("ROLLBACK")
+                raise
+
+    def sql(self, text: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
+        """Ad-hoc read for tests and notebooks; values must be bound through `params`."""
+        with self._lock:
+            return pl.from_arrow(self.connection.sql(text, params=params or {}).to_arrow_table())  # type: ignore[return-value]
+
+    # -- runs --------------------------------------------------------------------------------
+    def start_run(
+        self,
+        kind: str = "refresh",
+        source_files: list[str] | None = None,
+        parameters: dict[str, Any] | None = None,
+        run_id: str | None = None,
+        started_at: datetime | None = None,
+    ) -> str:
+        """Record a run as `running` and return its id (starting an existing id again changes nothing)."""
+        run_id = run_id or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+        self.execute(
+            "start_run",
+            run_id=run_id,
+            kind=kind,
+            source_files=[str(f) for f in source_files or []],
+            parameters=json.dumps(parameters or {}, default=str),
+            started_at=started_at or datetime.now(timezone.utc),
+        )
+        return run_id
+
+    def finish_run(
+        self,
+        run_id: str,
+        status: str = "completed",
+        *,
+        counts: dict[str, int] | None = None,
+        units_used: int | None = None,
+        message: str | None = None,
+        finished_at: datetime | None = None,
+    ) -> None:
+        """Close a run with its status and ingest counts; units default to the sum over its api_calls."""
+        counts = counts or {}
+        self.execute(
+            "finish_run",
+            run_id=run_id,
+            status=status,
+            finished_at=finished_at or datetime.now(timezone.utc),
+            rows_in=counts.get("rows_in"),
+            valid=counts.get("valid"),
+            duplicates=counts.get("duplicates"),
+            rejected=counts.get("rejected"),
+            units_used=units_used,
+            message=message,
+        )
+
+    def _run_started_at(self, run_id: str) -> datetime | None:
+        rows = self.query("run_started_at", run_id=run_id)
+        return rows.item(0, 0) if rows.height else None
+
+    # -- landing -----------------------------------------------------------------------------
+    def land(
+        self,
+        table: str,
+        frame: pl.DataFrame | pa.Table,
+        run_id: str,
+        fetched_at: datetime | None = None,
+    ) -> int:
+        """Upsert one chunk into `table` by its natural key, in one transaction; returns rows staged.
+
+        Landing the same chunk twice changes nothing. Columns missing from the frame land as
+        NULL; a column the table does not have is refused. `run_id` is stamped on every row;
+        rows without `fetched_at` get `fetched_at`, else the run's start time.
+        """
+        if table not in LANDING_TABLES:
+            raise DatabaseError(f"cannot land into {table!r}; tables: {', '.join(LANDING_TABLES)}")
+        if isinstance(frame, pa.Table):
+            frame = pl.from_arrow(frame)  # type: ignore[assignment]
+        assert isinstance(frame, pl.DataFrame)
+        if table == "vehicles":
+            frame = _pack_vehicle_extras(frame)
+        known = set(self.columns(table))
+        unknown = [c for c in frame.columns if c not in known]
+        if unknown:
+            raise DatabaseError(f"{table} has no column(s) {', '.join(unknown)}")
+        if frame.height == 0:
+            return 0
+        stamp = fetched_at or self._run_started_at(run_id) or datetime.now(timezone.utc)
+        if "fetched_at" not in frame.columns:
+            frame = frame.with_columns(pl.lit(stamp).dt.replace_time_zone("UTC").alias("fetched_at"))
+        frame = frame.with_columns(pl.lit(run_id).alias("run_id"))
+        chunk = frame.to_arrow()
+
+        landing = _statements(_read_sql("landing", f"{table}.sql"))
+        dataset = LANDING_TABLES[table]
+        resolve = _statements(_read_sql("landing", "_resolve_failures.sql")) if dataset else []
+        with self._lock:
+            con = self.connection
+            con.execute("BEGIN TRANSACTION")
+            try:
+                con.register("chunk", chunk)
+                # `table` is from LANDING_TABLES, never from input.
+                con.execute(f"CREATE OR REPLACE TEMP TABLE incoming AS SELECT * FROM {table} LIMIT 0")
+                con.execute("INSERT INTO incoming BY NAME SELECT * FROM chunk")
+                con.execute(
+                    "UPDATE incoming SET fetched_at = coalesce(fetched_at, $stamp::TIMESTAMPTZ)", {"stamp": stamp}
+                )
+                for statement in landing:
+                    con.execute(statement)
+                for statement in resolve:
+                    con.execute(statement, {"dataset": dataset})
+                con.execute("DROP TABLE incoming")
+                con.execute("COMMIT")
+            except Exception as exc:
+                con.execute("ROLLBACK")
+                raise DatabaseError(f"landing {frame.height} rows into {table} failed: {exc}") from exc
+            finally:
+                con.unregister("chunk")
+        return frame.height
+
+    # -- export ------------------------------------------------------------------------------
+    def export_parquet(self, lake_dir: str | Path, tables: list[str] | None = None) -> dict[str, Path]:
+        """Write each table to `lake_dir/<table>/` as Parquet (hive-partitioned where it helps).
+
+        Each table's folder is replaced whole (written beside it, then swapped in), so a
+        reader never sees half an export.
+        """
+        lake = Path(lake_dir)
+        lake.mkdir(parents=True, exist_ok=True)
+        written: dict[str, Path] = {}
+        for table in tables or list(EXPORT_TABLES):
+            if table not in EXPORT_TABLES:
+                raise DatabaseError(f"cannot export {table!r}; tables: {', '.join(EXPORT_TABLES)}")
+            export_sql = SQL_DIR / "export" / f"{table}.sql"
+            text = export_sql.read_text(encoding="utf-8") if export_sql.is_file() else f"SELECT * FROM {table}"
+            with self._lock:
+                data = self.connection.sql(_statements(text)[0]).to_arrow_table()
+            target = lake / table
+            staging = lake / f".{table}.writing"
+            shutil.rmtree(staging, ignore_errors=True)
+            partitions = EXPORT_TABLES[table]
+            if partitions and data.num_rows:
+                pads.write_dataset(
+                    data,
+                    staging,
+                    format="parquet",
+                    partitioning=partitions,
+                    partitioning_flavor="hive",
+                    basename_template="part-{i}.parquet",
+                )
+            else:
+                staging.mkdir(parents=True)
+                pq.write_table(data.drop_columns(partitions) if partitions else data, staging / "part-0.parquet")
+            shutil.rmtree(target, ignore_errors=True)
+            staging.rename(target)
+            written[table] = target
+        return written
+
+
+def _pack_vehicle_extras(frame: pl.DataFrame) -> pl.DataFrame:
+    """Roster columns beyond the known ones go into the `extra` JSON object, keyed by header."""
+    others = [c for c in frame.columns if c not in VEHICLE_COLUMNS]
+    if not others or "extra" in frame.columns:
+        return frame
+    return frame.with_columns(
+        pl.struct([pl.col(c).cast(pl.String) for c in others]).struct.json_encode().alias("extra")
+    ).drop(others)
+
+
+def open_database(
+    path: str | Path, migrations_dir: Path | None = None, views_dir: Path | None = None
+) -> Database:
+    """The process's Database for `path` (opened, migrated and shared; close it when done)."""
+    key = str(path) if str(path) == ":memory:" else str(Path(path).resolve())
+    with _registry_lock:
+        existing = _registry.get(key)
+        if existing is not None and key != ":memory:":
+            existing._users += 1
+            return existing
+    database = Database(path, migrations_dir, views_dir)
+    with _registry_lock:
+        if key != ":memory:":
+            _registry[key] = database
+    return database
