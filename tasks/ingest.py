@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import glob as globbing
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,10 +37,12 @@ VIN_HEADER_NAMES = {
 
 # Roster columns the pipeline uses, and the header spellings that mean them.
 ROSTER_ALIASES = {
-    "unit_number": {"unit", "unitnumber", "unitno", "unitid", "asset", "assetid", "assetnumber", "fleetnumber"},
-    "plate": {"plate", "platenumber", "licenseplate", "licenceplate", "license", "registration", "regnumber", "reg"},
+    "unit_number": {"unit", "unitnumber", "unitno", "unitid", "asset", "assetid", "assetnumber", "fleetnumber", "unite"},
+    "plate": {"plate", "platenumber", "licenseplate", "licenceplate", "license", "registration", "regnumber", "reg",
+              "plaque", "immatriculation", "kennzeichen", "matricula"},
     "state": {"state", "platestate", "registrationstate", "licensestate", "province", "stateprovince"},
-    "mileage": {"mileage", "miles", "odometer", "odometerreading", "odometermiles", "currentmileage", "km"},
+    "mileage": {"mileage", "miles", "odometer", "odometerreading", "odometermiles", "currentmileage", "km",
+                "kilometrage", "kilometerstand"},
     "fleet": {"fleet", "fleetname", "division", "depot"},
 }
 
@@ -87,12 +90,17 @@ class IngestResult:
         }
 
 
+def _ascii(name: str) -> str:
+    # "Kilométrage" and "Unité" should match like "kilometrage" and "unite".
+    return unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii").lower()
+
+
 def _header_key(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
+    return re.sub(r"[^a-z0-9]", "", _ascii(name))
 
 
 def _snake(name: str) -> str:
-    snake = re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_")
+    snake = re.sub(r"[^a-z0-9]+", "_", _ascii(name).strip()).strip("_")
     return snake or "column"
 
 

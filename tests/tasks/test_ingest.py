@@ -1,0 +1,200 @@
+"""read_fleet against the awkward-files corpus, the sample fleet and small row-in/row-out files."""
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tasks.ingest import FleetFileError, read_fleet
+
+ROOT = Path(__file__).resolve().parents[2]
+FLEETS = ROOT / "tests" / "fixtures" / "fleets"
+SAMPLE = ROOT / "data" / "sample_fleet.csv"
+V1, V2, V3, V4 = "1HGCM82633A004352", "1FTFW1E50KFA12345", "5YJ3E1EA2JF000316", "WBA3A5C51CF256651"
+
+
+def accounted(result) -> None:
+    """Every data row is in exactly one place."""
+    assert result.rows_in == result.roster.height + result.duplicates + result.rejected.height
+    assert result.valid == result.roster.height
+    assert result.duplicates == result.roster["duplicate_count"].sum()
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_every_reject_reason_row_in_row_out(tmp_path):
+    path = write(
+        tmp_path,
+        "fleet.csv",
+        "vin,unit\n"
+        f"{V1},ok\n"
+        ",missing\n"
+        "1HGCM82633A00435,short\n"
+        "1HGCM8263IA004352,letter I\n"
+        "1HGCM82634A004352,bad digit\n"
+        f"{V4},european\n"
+        f"{V1.lower()},duplicate\n",
+    )
+    result = read_fleet([path])
+    assert result.rejected.select("source_row", "raw_value", "reason").rows() == [
+        (2, None, "missing"),
+        (3, "1HGCM82633A00435", "wrong_length"),
+        (4, "1HGCM8263IA004352", "invalid_characters"),
+        (5, "1HGCM82634A004352", "check_digit"),
+    ]
+    assert set(result.rejected["source_file"]) == {str(path)}
+    assert result.roster.select("vin", "source_row", "unit_number", "check_digit_valid", "duplicate_count").rows() == [
+        (V1, 1, "ok", True, 1),
+        (V4, 6, "european", False, 0),
+    ]
+    assert (result.rows_in, result.valid, result.duplicates) == (7, 2, 1)
+    accounted(result)
+
+
+def test_sample_fleet_accounts_for_every_row():
+    result = read_fleet([SAMPLE])
+    raw_rows = pl.read_csv(SAMPLE, infer_schema=False).height
+    assert result.rows_in == raw_rows
+    accounted(result)
+    assert result.duplicates == 12
+    assert set(result.rejected["reason"]) == {"missing", "wrong_length", "invalid_characters", "check_digit"}
+    assert result.roster["mileage"].dtype == pl.Int64
+    assert result.roster["vin"].str.len_chars().eq(17).all()
+    assert result.roster["vin"].is_unique().all()
+    # Non-North-American VINs with a "wrong" position 9 are kept and flagged.
+    flagged = result.roster.filter(~pl.col("check_digit_valid"))
+    assert flagged.height > 0 and not flagged["vin"].str.slice(0, 1).is_in(list("12345")).any()
+
+
+def test_sample_parquet_reads_like_csv():
+    result = read_fleet([ROOT / "data" / "sample_fleet.parquet"])
+    accounted(result)
+    assert result.roster["mileage"].dtype == pl.Int64
+
+
+@pytest.mark.parametrize(
+    "name,valid,rejected,columns",
+    [
+        ("semicolon_latin1.csv", [V1, V4], [], {"unit_number", "plate", "mileage"}),
+        ("semicolon_bom_utf8.csv", [V2], [(2, "check_digit")], {"unit_number", "state"}),
+        ("tab_separated.tsv", [V3, V1], [], {"unit_number", "state", "mileage"}),
+        ("crlf.csv", [V1, V2], [], {"unit_number"}),
+        ("quoted_multiline.csv", [V1, V2, V3], [], {"notes"}),
+        ("vehicle_vin_header.csv", [V4, V1], [], {"fleet", "plate"}),
+        ("vin_number_header.csv", [V2], [], {"mileage"}),
+        ("blank_lines.csv", [V1, V2], [], {"unit_number"}),
+        ("fleet.parquet", [V1, V4], [(3, "wrong_length")], {"unit_number", "mileage"}),
+        ("utf16_excel_unicode.txt", [V1], [], {"unit_number"}),
+    ],
+)
+def test_awkward_files(name, valid, rejected, columns):
+    result = read_fleet([FLEETS / name])
+    assert result.roster["vin"].to_list() == valid
+    assert result.rejected.select("source_row", "reason").rows() == rejected
+    assert columns <= set(result.roster.columns)
+    accounted(result)
+
+
+def test_awkward_values_survive():
+    latin = read_fleet([FLEETS / "semicolon_latin1.csv"]).roster
+    assert latin["plate"].to_list() == ["AB-123-CD", "ÉÉ-999"]
+    assert latin["mileage"].to_list() == [12345, None]
+    quoted = read_fleet([FLEETS / "quoted_multiline.csv"]).roster
+    assert quoted["notes"].to_list() == ["front bumper, scratched", "line one\nline two", 'said "ok"']
+    assert quoted["source_row"].to_list() == [1, 2, 3]
+    tab = read_fleet([FLEETS / "tab_separated.tsv"]).roster
+    assert tab["mileage"].to_list() == [1234, None]  # "abc" is not a mileage; the VIN still lands
+    bom = read_fleet([FLEETS / "semicolon_bom_utf8.csv"]).roster
+    assert bom["state"].to_list() == ["TX"]
+
+
+def test_blank_lines_are_counted_not_rows():
+    result = read_fleet([FLEETS / "blank_lines.csv"])
+    assert result.blank_rows == 2
+    assert result.rows_in == 2
+    # Row numbers count every record after the header, blank ones included.
+    assert result.roster["source_row"].to_list() == [1, 3]
+
+
+def test_duplicates_in_other_spellings_collapse_keeping_first():
+    result = read_fleet([FLEETS / "vin_number_header.csv"])
+    assert result.roster.select("vin", "mileage", "duplicate_count").rows() == [(V2, 100, 1)]
+    accounted(result)
+
+
+def test_folder_of_mixed_files_and_glob():
+    result = read_fleet([FLEETS / "mixed_folder"])
+    assert len(result.files) == 2
+    assert result.skipped_files == [str(FLEETS / "mixed_folder" / "README.md")]
+    # V2 is in both files: one roster row, first file's columns, one duplicate collapsed.
+    assert result.roster.select("vin", "unit_number", "fleet", "duplicate_count").rows() == [
+        (V1, "A", None, 0),
+        (V2, "B", None, 1),
+        (V3, "D", "y", 0),
+    ]
+    assert result.roster.filter(pl.col("vin") == V3)["source_file"].item() == str(FLEETS / "mixed_folder" / "part2.parquet")
+    accounted(result)
+    globbed = read_fleet([str(FLEETS / "mixed_folder" / "*.csv")])
+    assert globbed.files == [str(FLEETS / "mixed_folder" / "part1.csv")]
+
+
+def test_vin_column_option(tmp_path):
+    path = write(tmp_path, "f.csv", f"serial,other_vin_guess\n{V1},x\n")
+    with pytest.raises(FleetFileError, match="no VIN column|several"):
+        read_fleet([write(tmp_path, "g.csv", f"serial\n{V1}\n")])
+    result = read_fleet([path], vin_column="Serial")
+    assert result.roster["vin"].to_list() == [V1]
+    with pytest.raises(FleetFileError, match="no column named 'chassis'"):
+        read_fleet([path], vin_column="chassis")
+
+
+def test_ambiguous_vin_columns(tmp_path):
+    path = write(tmp_path, "two.csv", f"vin,VIN number\n{V1},{V2}\n")
+    with pytest.raises(FleetFileError, match="several columns look like VINs"):
+        read_fleet([path])
+
+
+@pytest.mark.parametrize(
+    "name,problem",
+    [
+        ("empty.csv", "file is empty"),
+        ("header_only.csv", "has a header but no data rows"),
+        ("no_vin_column.csv", "no VIN column found"),
+        ("not_a_fleet.xlsx", "not a CSV or Parquet file"),
+    ],
+)
+def test_unusable_files_stop_with_one_clear_message(name, problem):
+    with pytest.raises(FleetFileError) as caught:
+        read_fleet([FLEETS / name])
+    assert str(FLEETS / name) in str(caught.value)
+    assert problem in str(caught.value)
+
+
+def test_one_unusable_file_stops_the_whole_read(tmp_path):
+    # Nothing comes back (so nothing can be written) when any file of the set is unusable.
+    with pytest.raises(FleetFileError, match="no_vin_column.csv"):
+        read_fleet([FLEETS / "crlf.csv", FLEETS / "no_vin_column.csv"])
+
+
+def test_missing_paths(tmp_path):
+    with pytest.raises(FleetFileError, match="file not found"):
+        read_fleet([tmp_path / "nope.csv"])
+    with pytest.raises(FleetFileError, match="no files match"):
+        read_fleet([str(tmp_path / "*.csv")])
+    (tmp_path / "empty_dir").mkdir()
+    with pytest.raises(FleetFileError, match="folder holds no CSV or Parquet"):
+        read_fleet([tmp_path / "empty_dir"])
+
+
+def test_fake_parquet_and_bad_csv(tmp_path):
+    fake = tmp_path / "fake.parquet"
+    fake.write_bytes(b"vin\n" + V1.encode())
+    with pytest.raises(FleetFileError, match="not a Parquet file"):
+        read_fleet([fake])
+    ragged = write(tmp_path, "ragged.csv", f'vin,unit\n{V1},"unterminated\n')
+    with pytest.raises(FleetFileError, match="ragged.csv"):
+        read_fleet([ragged])
