@@ -1,0 +1,120 @@
+"""VIN lookups: specifications, international decode, recalls, market value, history, lien/theft.
+
+Each handler runs in the same order: key and plan (401/403), parameters (400, free),
+quota/credits (429/402), the lookup (404/5xx, free), then the charge and the answer.
+"""
+from __future__ import annotations
+
+import re
+
+from . import errors, valuation
+from .calls import Call, ok
+from .recalls import recall_report, ymm_report
+from .vehicles import (history as history_data, international, is_international, lien_theft as lien_theft_data,
+                       raise_magic, require_data, specs as specs_data, validate_vin, vehicle)
+
+ONE = 1
+
+
+def _vin_call(request, api: str, *, gate: str | None = None, cv_code: str = "CV-001") -> tuple[Call, str]:
+    call = Call(request)
+    call.authorize(gate)
+    vin = validate_vin(call.query.get("vin"))
+    call.require({api: ONE})
+    raise_magic(vin, cv_code=cv_code)
+    return call, vin
+
+
+async def specs(request):
+    call, vin = _vin_call(request, "specs")
+    q = call.query
+    v = require_data(vin, errors.NO_DATA_SPECS)
+    echo = {"key": call.key, "vin": vin, **call.input("format", "deepdata", "disableIntVINDecoding")}
+    if is_international(vin):
+        if q.get("disableIntVINDecoding") == "1":
+            raise errors.ApiError(404, errors.NO_DATA_SPECS)
+        call.charge({"specs": ONE})
+        return ok({"input": echo, "attributes": international(v.vin)}, xml=call.wants_xml())
+    call.charge({"specs": ONE})
+    return ok({"input": echo, **specs_data(vin, q.get("deepdata") == "1")}, xml=call.wants_xml())
+
+
+async def international_decoder(request):
+    call, vin = _vin_call(request, "international-vin-decoder")
+    require_data(vin)
+    call.charge({"international-vin-decoder": ONE})
+    return ok({"input": {"vin": vin}, "attributes": international(vin)})
+
+
+async def recalls(request):
+    call, vin = _vin_call(request, "recalls")
+    require_data(vin)
+    call.charge({"recalls": ONE})
+    return ok({"input": {"key": call.key, "vin": vin}, "data": recall_report(vin)})
+
+
+_YEAR = re.compile(r"^\d{4}$")
+
+
+async def recalls_ymm(request):
+    call = Call(request)
+    call.authorize("recalls-ymm")
+    q = call.query
+    year, make, model = q.get("year", "").strip(), q.get("make", "").strip(), q.get("model", "").strip()
+    if not (year and make and model) or not _YEAR.match(year):
+        raise errors.ApiError(400, errors.MISSING_YMM)
+    call.charge({"recalls": ONE})
+    return ok({"input": {"year": year, "make": make, "model": model},
+               "data": ymm_report(int(year), make, model)})
+
+
+async def market_value_v2(request):
+    call = Call(request)
+    call.authorize("market-value-v2")
+    q = call.query
+    vin = validate_vin(q.get("vin"))
+    tier = valuation.parse_condition(q.get("condition"))
+    miles = valuation.parse_mileage(q.get("mileage"))
+    state = q.get("state", "").strip().upper() or None
+    call.require({"market-value": ONE})
+    raise_magic(vin)
+    require_data(vin)
+    call.charge({"market-value": ONE})
+    result = valuation.market_value_v2(vin, state, miles, tier)
+    return ok({"input": {"vin": vin, "state": state or "", "country": "US"}, **result})
+
+
+async def market_value_v1(request):
+    """Legacy root route: validation problems answer HTTP 500 with the 400 message (v1 quirk)."""
+    call = Call(request)
+    call.authorize()
+    try:
+        vin = validate_vin(call.query.get("vin"))
+    except errors.ApiError as err:
+        raise errors.ApiError(500, err.message) from None
+    call.require({"market-value": ONE})
+    raise_magic(vin)
+    require_data(vin)
+    call.charge({"market-value": ONE})
+    return ok({"input": {"vin": vin}, **valuation.market_value_v1(vin)}, xml=call.wants_xml())
+
+
+async def history(request):
+    call, vin = _vin_call(request, "history", gate="history", cv_code="CV-002")
+    require_data(vin)
+    call.charge({"history": ONE})
+    return ok(history_data(vin), xml=call.wants_xml())
+
+
+async def lien_theft(request):
+    call, vin = _vin_call(request, "lien-theft", gate="lien-theft")
+    require_data(vin, errors.NO_LIEN_THEFT)
+    found = lien_theft_data(vin)
+    if found is None:
+        raise errors.ApiError(404, errors.NO_LIEN_THEFT)
+    call.charge({"lien-theft": ONE})
+    return ok({"input": {"vin": vin}, **found})
+
+
+__all__ = ["specs", "international_decoder", "recalls", "recalls_ymm", "market_value_v2", "market_value_v1",
+           "history", "lien_theft", "vehicle"]
