@@ -134,9 +134,17 @@ class Database:
         except duckdb.IOException as exc:
             raise DatabaseError(f"{self.path}: cannot open the database, another process may hold it ({exc})") from None
         # Timestamps are stored and shown in UTC whatever the machine's zone.
-        self.connection.execute("SET TimeZone = 'UTC'")
+        self._run("SET TimeZone = 'UTC'")
         self.applied = self.migrate(migrations_dir or SQL_DIR / "migrations")
         self.create_views(views_dir or SQL_DIR / "views")
+
+    def _run(self, statement: str, params: dict[str, Any] | None = None) -> None:
+        """Execute one statement and finish its result (DuckDB 2 refuses new work while one is pending)."""
+        self.connection.execute(statement, params or {})
+        self.connection.complete()
+
+    def _rows(self, statement: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        return self.connection.execute(statement, params or {}).fetchall()
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
@@ -162,23 +170,23 @@ class Database:
         """Apply every migration not yet recorded, in order, each in its own transaction."""
         with self._lock:
             for statement in _statements(_read_sql("bootstrap.sql")):
-                self.connection.execute(statement)
-            done = {row[0]: row[1] for row in self.connection.execute("SELECT version, checksum FROM schema_migrations").fetchall()}
+                self._run(statement)
+            done = {row[0]: row[1] for row in self._rows("SELECT version, checksum FROM schema_migrations")}
             applied = []
             for migration in discover_migrations(directory):
                 if migration.version in done:
                     continue
-                self.connection.execute("BEGIN TRANSACTION")
+                self._run("BEGIN TRANSACTION")
                 try:
                     for statement in _statements(migration.path.read_text(encoding="utf-8")):
-                        self.connection.execute(statement)
-                    self.connection.execute(
+                        self._run(statement)
+                    self._run(
                         "INSERT INTO schema_migrations (version, name, checksum) VALUES ($version, $name, $checksum)",
                         {"version": migration.version, "name": migration.name, "checksum": migration.checksum},
                     )
-                    self.connection.execute("COMMIT")
+                    self._run("COMMIT")
                 except Exception as exc:
-                    self.connection.execute("ROLLBACK")
+                    self._run("ROLLBACK")
                     raise DatabaseError(f"migration {migration.path.name} failed: {exc}") from exc
                 applied.append(migration.version)
             return applied
@@ -187,17 +195,17 @@ class Database:
         with self._lock:
             for path in sorted(directory.glob("*.sql")):
                 for statement in _statements(path.read_text(encoding="utf-8")):
-                    self.connection.execute(statement)
+                    self._run(statement)
 
     def schema_version(self) -> int:
-        row = self.connection.execute("SELECT max(version) FROM schema_migrations").fetchone()
-        return int(row[0] or 0) if row else 0
+        rows = self._rows("SELECT max(version) FROM schema_migrations")
+        return int(rows[0][0] or 0) if rows else 0
 
     def columns(self, table: str) -> list[str]:
-        rows = self.connection.execute(
+        rows = self._rows(
             "SELECT column_name FROM information_schema.columns WHERE table_name = $table ORDER BY ordinal_position",
             {"table": table},
-        ).fetchall()
+        )
         return [r[0] for r in rows]
 
     # -- named queries -----------------------------------------------------------------------
@@ -211,7 +219,7 @@ class Database:
         statements = _statements(self._query_sql(name))
         with self._lock:
             for statement in statements[:-1]:
-                self.connection.execute(statement, _bind(statement, params))
+                self._run(statement, _bind(statement, params))
             last = statements[-1]
             return pl.from_arrow(self.connection.sql(last, params=_bind(last, params)).to_arrow_table())  # type: ignore[return-value]
 
@@ -219,13 +227,13 @@ class Database:
         """Run a named write statement (`sql/queries/<name>.sql`) in one transaction."""
         statements = _statements(self._query_sql(name))
         with self._lock:
-            self.connection.execute("BEGIN TRANSACTION")
+            self._run("BEGIN TRANSACTION")
             try:
                 for statement in statements:
-                    self.connection.execute(statement, _bind(statement, params))
-                self.connection.execute("COMMIT")
+                    self._run(statement, _bind(statement, params))
+                self._run("COMMIT")
             except Exception:
-                self.connection.execute("ROLLBACK")
+                self._run("ROLLBACK")
                 raise
 
     def sql(self, text: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
@@ -321,23 +329,23 @@ class Database:
         resolve = _statements(_read_sql("landing", "_resolve_failures.sql")) if dataset else []
         with self._lock:
             con = self.connection
-            con.execute("BEGIN TRANSACTION")
+            self._run("BEGIN TRANSACTION")
             try:
                 con.register("chunk", chunk)
                 # `table` is from LANDING_TABLES, never from input.
-                con.execute(f"CREATE OR REPLACE TEMP TABLE incoming AS SELECT * FROM {table} LIMIT 0")
-                con.execute("INSERT INTO incoming BY NAME SELECT * FROM chunk")
-                con.execute(
+                self._run(f"CREATE OR REPLACE TEMP TABLE incoming AS SELECT * FROM {table} LIMIT 0")
+                self._run("INSERT INTO incoming BY NAME SELECT * FROM chunk")
+                self._run(
                     "UPDATE incoming SET fetched_at = coalesce(fetched_at, $stamp::TIMESTAMPTZ)", {"stamp": stamp}
                 )
                 for statement in landing:
-                    con.execute(statement)
+                    self._run(statement)
                 for statement in resolve:
-                    con.execute(statement, {"dataset": dataset})
-                con.execute("DROP TABLE incoming")
-                con.execute("COMMIT")
+                    self._run(statement, {"dataset": dataset})
+                self._run("DROP TABLE incoming")
+                self._run("COMMIT")
             except Exception as exc:
-                con.execute("ROLLBACK")
+                self._run("ROLLBACK")
                 raise DatabaseError(f"landing {frame.height} rows into {table} failed: {exc}") from exc
             finally:
                 con.unregister("chunk")

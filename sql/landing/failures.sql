@@ -8,14 +8,15 @@ USING (
     SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin, dataset ORDER BY fetched_at DESC) = 1
 ) AS s
 ON t.vin = s.vin AND t.dataset = s.dataset
-WHEN MATCHED AND s.fetched_at >= t.fetched_at THEN UPDATE SET
+-- A failure older than the success that resolved it (a late replay) changes nothing.
+WHEN MATCHED AND s.fetched_at >= t.fetched_at AND (t.resolved_at IS NULL OR s.fetched_at > t.resolved_at) THEN UPDATE SET
     status = s.status, message = s.message, retryable = s.retryable,
     attempts = CASE
-        WHEN t.resolved_at IS NOT NULL AND t.resolved_at <= s.fetched_at THEN s.attempts  -- a new episode
+        WHEN t.resolved_at IS NOT NULL AND t.resolved_at < s.fetched_at THEN s.attempts  -- a new episode
         WHEN t.run_id = s.run_id THEN t.attempts - t.run_attempts + s.attempts
         ELSE t.attempts + s.attempts END,
     run_attempts = s.attempts,
-    first_failed_at = CASE WHEN t.resolved_at IS NOT NULL AND t.resolved_at <= s.fetched_at
+    first_failed_at = CASE WHEN t.resolved_at IS NOT NULL AND t.resolved_at < s.fetched_at
                            THEN s.fetched_at ELSE t.first_failed_at END,
     resolved_at = NULL, resolved_run_id = NULL,
     run_id = s.run_id, fetched_at = s.fetched_at

@@ -3,8 +3,8 @@
 MERGE INTO history_reports AS t
 USING (
     SELECT * REPLACE (coalesce(title_brands, list_filter(list_transform(brands_information,
-        b -> coalesce(b->>'brand', b->>'name', b->>'title_brand', b->>'brandName', b->>'description')),
-        x -> x IS NOT NULL)) AS title_brands)
+        lambda b: coalesce(b->>'brand', b->>'name', b->>'title_brand', b->>'brandName', b->>'description')),
+        lambda x: x IS NOT NULL)) AS title_brands)
     FROM incoming QUALIFY row_number() OVER (PARTITION BY vin ORDER BY fetched_at DESC) = 1
 ) AS s
 ON t.vin = s.vin
