@@ -1,3 +1,5 @@
+UPDATE incoming SET campaigns_listed = coalesce(campaigns_listed, false);
+
 MERGE INTO recall_checks AS t
 USING (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin, run_id, checked_via ORDER BY fetched_at DESC) = 1) AS s
 ON t.vin = s.vin AND t.run_id = s.run_id AND t.checked_via = s.checked_via

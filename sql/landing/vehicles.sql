@@ -1,5 +1,6 @@
 -- Roster upsert by VIN; the first run that listed a VIN is kept.
-UPDATE incoming SET first_seen_at = fetched_at, first_seen_run_id = run_id;
+UPDATE incoming SET first_seen_at = fetched_at, first_seen_run_id = run_id,
+    duplicate_count = coalesce(duplicate_count, 0);
 
 MERGE INTO vehicles AS t
 USING (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin ORDER BY fetched_at DESC, source_file, source_row) = 1) AS s

@@ -1,0 +1,65 @@
+"""The Parquet lake: one folder per table, partitioned where it helps, readable by duckdb, polars and pandas."""
+
+from datetime import date
+
+import duckdb
+import pandas as pd
+import polars as pl
+
+from tasks.ingest import read_fleet
+from tasks.storage import EXPORT_TABLES
+
+from .conftest import T0, T1
+
+
+def test_export_is_readable_everywhere(db, tmp_path):
+    run = db.start_run("refresh", started_at=T0)
+    db.land("vehicles", read_fleet(["data/sample_fleet.csv"]).roster, run)
+    db.land(
+        "market_values",
+        pl.DataFrame(
+            {
+                "vin": ["1HGCM82633A004352"] * 2,
+                "valued_on": [date(2026, 1, 5), date(2026, 2, 5)],
+                "retail": [9000.0, 8500.0],
+                "valuation_groups": [[{"kind": "retail", "tier": "clean", "adjusted": 1.0}]] * 2,
+                "fetched_at": [T0, T1],
+            }
+        ),
+        run,
+    )
+    db.land("specs", pl.DataFrame({"vin": ["1HGCM82633A004352"], "colors": [[{"category": "Exterior", "name": "Blue"}]]}), run)
+    lake = tmp_path / "lake"
+    written = db.export_parquet(lake)
+    assert set(written) == set(EXPORT_TABLES)
+    assert sorted(p.name for p in (lake / "market_values").iterdir()) == ["valued_month=2026-01", "valued_month=2026-02"]
+
+    for table in EXPORT_TABLES:
+        folder = lake / table
+        expected = db.sql(f"SELECT count(*) AS n FROM {table}")["n"].item()
+        with duckdb.connect() as con:
+            n = con.execute("SELECT count(*) FROM read_parquet($glob, hive_partitioning = true)",
+                            {"glob": str(folder / "**" / "*.parquet")}).fetchone()[0]  # fmt: skip
+        assert n == expected, table
+        assert pl.scan_parquet(folder, hive_partitioning=True).collect().height == expected, table
+        assert len(pd.read_parquet(folder)) == expected, table
+
+    values = pl.read_parquet(lake / "market_values", hive_partitioning=True).sort("valued_on")
+    assert values["retail"].to_list() == [9000.0, 8500.0]
+    assert values["valuation_groups"].to_list()[0][0]["adjusted"] == 1.0
+    assert pd.read_parquet(lake / "specs")["colors"][0][0]["name"] == "Blue"
+    vehicles = pd.read_parquet(lake / "vehicles")
+    assert str(vehicles["fetched_at"].dt.tz) == "UTC"
+
+
+def test_export_replaces_previous_export(db, tmp_path):
+    lake = tmp_path / "lake"
+    db.land("market_values", pl.DataFrame({"vin": ["X" * 17], "valued_on": [date(2025, 12, 1)], "fetched_at": [T0]}), "r")
+    db.export_parquet(lake, ["market_values"])
+    db.sql("SELECT 1")
+    db.connection.execute("DELETE FROM market_values")
+    db.connection.complete()
+    db.land("market_values", pl.DataFrame({"vin": ["X" * 17], "valued_on": [date(2026, 1, 1)], "fetched_at": [T1]}), "r")
+    db.export_parquet(lake, ["market_values"])
+    assert [p.name for p in (lake / "market_values").iterdir()] == ["valued_month=2026-01"]
+    assert not list(lake.glob(".*"))

@@ -1,0 +1,142 @@
+"""The analyst views on a small hand-made fleet: rows in, rows out."""
+
+from datetime import date
+
+import polars as pl
+import pytest
+
+from .conftest import T0, T1, T2
+
+V1, V2, V3 = "1HGCM82633A004352", "1FTFW1E50KFA12345", "WBA3A5C51CF256651"
+
+
+@pytest.fixture
+def fleet(db):
+    db.land(
+        "vehicles",
+        pl.DataFrame(
+            {"vin": [V1, V2, V3], "unit_number": ["U1", "U2", "U3"], "fleet": ["North", "North", "South"]}
+        ),
+        "r1",
+        fetched_at=T0,
+    )
+    db.land(
+        "specs",
+        pl.DataFrame(
+            {
+                "vin": [V1, V2],
+                "year": [2003, 2019],
+                "make": ["Honda", "Ford"],
+                "model": ["Accord", "F-150"],
+                "fetched_at": [T0, T0],
+            }
+        ),
+        "r1",
+    )
+    values = [
+        (V1, date(2026, 1, 5), 9000.0, T0),
+        (V1, date(2026, 2, 5), 8500.0, T1),
+        (V2, date(2026, 2, 5), 30000.0, T1),
+        (V3, date(2026, 2, 5), 20000.0, T1),  # no specs: make/model come from the valuation
+    ]
+    db.land(
+        "market_values",
+        pl.DataFrame(
+            [
+                {"vin": v, "valued_on": d, "condition": "clean", "retail": r, "trade_in": r - 1000,
+                 "make": "BMW" if v == V3 else None, "model": "328i" if v == V3 else None,
+                 "model_year": 2012 if v == V3 else None, "fetched_at": f}  # fmt: skip
+                for v, d, r, f in values
+            ]
+        ),
+        "r1",
+    )
+    db.land(
+        "recalls",
+        pl.DataFrame(
+            [
+                {"vin": V1, "nhtsa_campaign_number": "24V001", "component": "AIR BAGS", "fetched_at": T1},
+                {"vin": V1, "nhtsa_campaign_number": "19V500", "component": "BRAKES", "fetched_at": T0},
+            ]
+        ),
+        "r1",
+    )
+    db.land(
+        "recall_checks",
+        pl.DataFrame(
+            [
+                {"vin": V1, "checked_via": "vin", "recall_count": 1, "has_recalls": True, "campaigns_listed": True,
+                 "fetched_at": T1},
+                {"vin": V2, "checked_via": "batch", "recall_count": 3, "has_recalls": True, "fetched_at": T1},
+            ]  # fmt: skip
+        ),
+        "r1",
+    )
+    db.land(
+        "history_reports",
+        pl.DataFrame({"vin": [V1], "title_brands": [["Salvage"]], "brands_record_count": [1], "fetched_at": [T2]}),
+        "r1",
+    )
+    db.land(
+        "lien_theft_events",
+        pl.DataFrame({"vin": [V2], "event_index": [0], "event": ["Theft"], "fetched_at": [T1]}),
+        "r1",
+    )
+    return db
+
+
+def test_vehicle_overview_one_row_per_vehicle(fleet):
+    out = fleet.sql(
+        "SELECT vin, unit_number, year, make, model, retail, valued_on, open_recall_count, title_brands, "
+        "lien_theft_events FROM vehicle_overview ORDER BY unit_number"
+    )
+    assert out.rows() == [
+        # 19V500 was not in the later complete check, so it is closed: one open campaign.
+        (V1, "U1", 2003, "Honda", "Accord", 8500.0, date(2026, 2, 5), 1, ["Salvage"], 0),
+        # A batch check gives only a count.
+        (V2, "U2", 2019, "Ford", "F-150", 30000.0, date(2026, 2, 5), 3, None, 1),
+        # Never checked for recalls: unknown, not zero.
+        (V3, "U3", 2012, "BMW", "328i", 20000.0, date(2026, 2, 5), None, None, 0),
+    ]
+
+
+def test_open_recalls(fleet):
+    out = fleet.sql("SELECT vin, unit_number, fleet, make, nhtsa_campaign_number, component FROM open_recalls")
+    assert out.rows() == [(V1, "U1", "North", "Honda", "24V001", "AIR BAGS")]
+
+
+def test_fleet_value_by_model(fleet):
+    out = fleet.sql(
+        "SELECT make, model, model_year, vehicles, total_retail, average_trade_in FROM fleet_value_by_model ORDER BY make"
+    )
+    assert out.rows() == [
+        ("BMW", "328i", 2012, 1, 20000.0, 19000.0),
+        ("Ford", "F-150", 2019, 1, 30000.0, 29000.0),
+        ("Honda", "Accord", 2003, 1, 8500.0, 7500.0),  # latest valuation only
+    ]
+
+
+def test_vehicle_value_trend(fleet):
+    out = fleet.sql(
+        "SELECT valued_on, retail, previous_retail, retail_change, retail_change_pct FROM vehicle_value_trend "
+        "WHERE vin = $vin ORDER BY valued_on",
+        {"vin": V1},
+    )
+    assert out.rows() == [
+        (date(2026, 1, 5), 9000.0, None, None, None),
+        (date(2026, 2, 5), 8500.0, 9000.0, -500.0, -5.56),
+    ]
+
+
+def test_views_are_documented():
+    from tasks.storage import SQL_DIR
+
+    readme = (SQL_DIR / "README.md").read_text()
+    for view in ("vehicle_overview", "open_recalls", "fleet_value_by_model", "vehicle_value_trend",
+                 "latest_market_values"):  # fmt: skip
+        assert f"`{view}`" in readme, view
+    for migration in sorted((SQL_DIR / "migrations").glob("*.sql")):
+        for line in migration.read_text().splitlines():
+            if line.startswith("CREATE TABLE "):
+                name = line.split()[2]
+                assert f"`{name}`" in readme, name
