@@ -32,7 +32,7 @@ Billing (units are quota units and prepaid credits alike)
     returned; phone: 1 per matched number. Batch status/results/download: free.
 
 Test VINs (deterministic; data derive from sha256 of the VIN)
-    1HGCM82633A004352   US Honda with data, open recalls and an ownership record
+    1HGCM82633A004352   the spec examples' VIN: data on every endpoint (recalls, lien/theft, owners)
     1HGCM82633A004353   US Honda with data and no open recalls
     1HGCM82633A004363   no data (404) on every VIN endpoint (about 3% of VINs)
     WBA3A5C50DF123456   international: /specs answers via the international fallback;

@@ -51,7 +51,7 @@ def campaign_pool(year: int, make: str, model: str) -> tuple[dict, ...]:
     make, model = _canonical(make, model)
     key = (year, make.lower(), model.lower())
     r = rng("recall-pool", *key)
-    if r.random() < 0.2:
+    if r.random() < 0.2 or not 1960 <= year <= 2027:  # no campaigns for years nobody built cars in
         return ()
     manufacturer = next((m for wmi, (mk, m, _) in catalog.WMI.items() if mk == make), f"{make} Motors")
     pool = []
@@ -65,7 +65,7 @@ def campaign_pool(year: int, make: str, model: str) -> tuple[dict, ...]:
             "park_it": component == "AIR BAGS" and r.random() < 0.3,
             "park_outside": component == "ENGINE AND ENGINE COOLING",
             "over_the_air_update": component == "ELECTRICAL SYSTEM",
-            "report_received_date": received.strftime("%d/%m/%Y"),
+            "report_received_date": f"{received.day:02d}/{received.month:02d}/{received.year:04d}",
             "component": component,
             "summary": f"{manufacturer} is recalling certain {year} {make} {model} vehicles. {summary}",
             "consequence": consequence,

@@ -114,9 +114,10 @@ class Sandbox:
 
 async def start_site(config: SandboxConfig | None, host: str, port: int) -> tuple[web.AppRunner, str]:
     # No access log: keys travel in query strings. Cancel handlers whose client hung up (timeout faults).
-    runner = web.AppRunner(create_app(config), access_log=None, handler_cancellation=True)
+    runner = web.AppRunner(create_app(config), access_log=None, handler_cancellation=True,
+                           shutdown_timeout=1.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, shutdown_timeout=1.0, backlog=1024)
+    site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()
     bound_host, bound_port = runner.addresses[0][:2]
     return runner, f"http://{bound_host}:{bound_port}"
