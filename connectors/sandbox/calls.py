@@ -4,6 +4,14 @@ from __future__ import annotations
 import json
 from xml.sax.saxutils import escape
 
+try:  # a Prefect dependency, so normally present; the sandbox works without it
+    import orjson
+
+    _dumps = orjson.dumps
+except ImportError:  # pragma: no cover
+    def _dumps(value) -> bytes:
+        return json.dumps(value).encode()
+
 from aiohttp import web
 
 from . import errors
@@ -11,7 +19,6 @@ from .accounts import BASIC_TIER_DISABLED_FEATURES, BASIC_TIER_GATED, Account
 from .state import STATE, SandboxState
 from .vehicles import now_iso
 
-_dumps = json.dumps
 
 
 class Call:
@@ -53,7 +60,7 @@ def ok(payload: dict, *, xml: bool = False, status: int = 200, stamp: bool = Tru
     if xml:
         return web.Response(status=status, text='<?xml version="1.0" encoding="UTF-8"?>' + to_xml(body),
                             content_type="application/xml")
-    return web.Response(status=status, text=_dumps(body), content_type="application/json")
+    return web.Response(status=status, body=_dumps(body), content_type="application/json")
 
 
 def error_response(err: errors.ApiError, *, retry_after: int, omit_retry_after: bool) -> web.Response:
@@ -63,7 +70,7 @@ def error_response(err: errors.ApiError, *, retry_after: int, omit_retry_after: 
             del headers["Retry-After"]
         else:
             headers["Retry-After"] = str(retry_after)
-    return web.Response(status=err.status, text=_dumps(err.body()), content_type="application/json",
+    return web.Response(status=err.status, body=_dumps(err.body()), content_type="application/json",
                         headers=headers)
 
 

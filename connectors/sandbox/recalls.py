@@ -87,7 +87,9 @@ def open_recalls(vin: str) -> tuple[dict, ...]:
     return tuple(chosen)
 
 
+@lru_cache(maxsize=65536)
 def recall_report(vin: str) -> dict:
+    """Cached: callers must not mutate the answer."""
     v = vehicle(vin)
     recalls = open_recalls(vin)
     return {"uuid": str(uuid.UUID(int=digest(vin, "uuid") << 64 | digest(vin, "uuid2"))),

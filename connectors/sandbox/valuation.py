@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime as dt
 from functools import lru_cache
 
-from . import catalog, errors
+from . import errors
 from .vehicles import digest, rng, vehicle
 
 CONDITIONS = {"excellent": "xclean", "clean": "clean", "average": "avg", "rough": "rough"}
@@ -61,12 +61,13 @@ def mileage_list(vin: str) -> tuple[dict, ...]:
     expected = max(_age(v.year), 1) * MILES_PER_YEAR
     retail = base_retail(vin)
     bands = []
+    category = _mileage_cat(v.body)
     for start in range(0, 300000, BAND_WIDTH):
         # Below the expected mileage adds value, above it deducts, bounded to +-40% of retail.
         delta = (expected - (start + BAND_WIDTH / 2)) / 1000 * 0.004 * retail
         delta = max(min(delta, 0.25 * retail), -0.4 * retail)
         band = {"model_year": str(v.year), "range_begin": start + (1 if start else 0),
-                "range_end": start + BAND_WIDTH, "mileage_cat": _mileage_cat(v.body)}
+                "range_end": start + BAND_WIDTH, "mileage_cat": category}
         for tier in ("xclean", "clean", "avg", "rough"):
             band[tier] = int(delta * _TIER_FACTOR[tier])
         band["finadv"] = int(delta * 0.9)
@@ -99,7 +100,9 @@ def _add_deducts(vin: str) -> tuple[dict, ...]:
     return tuple(items)
 
 
+@lru_cache(maxsize=16384)
 def market_value_v2(vin: str, state: str | None, miles: float | None, tier: str | None) -> dict:
+    """Cached: callers must not mutate the answer."""
     v = vehicle(vin)
     r = rng(vin, "mv2")
     retail = base_retail(vin)
@@ -158,12 +161,13 @@ def market_value_v2(vin: str, state: str | None, miles: float | None, tier: str 
 
 
 def _trade_in_history(vin: str, current: int) -> list[dict]:
-    today = dt.date.today().replace(day=1)
+    """Monthly trade-in values for the last six months, a little higher the further back."""
+    today = dt.date.today()
     out = []
     for months_ago in range(6, 0, -1):
-        month = (today.month - months_ago - 1) % 12 + 1
-        year = today.year - (1 if month > today.month else 0)
-        out.append({"date": f"{year}-{month:02d}-01T00:00:00Z", "value": str(int(current * (1 + months_ago * 0.01)))})
+        index = today.year * 12 + today.month - 1 - months_ago
+        out.append({"date": f"{index // 12}-{index % 12 + 1:02d}-01T00:00:00Z",
+                    "value": str(int(current * (1 + months_ago * 0.01)))})
     return out
 
 
@@ -177,6 +181,7 @@ def _auction(vin: str, retail: int, *, snake: bool) -> dict:
     return {"lowAuctionValue": low, "averageAuctionValue": avg, "highAuctionValue": high, "dateRange": span}
 
 
+@lru_cache(maxsize=16384)
 def market_value_v1(vin: str) -> dict:
     v2 = market_value_v2(vin, None, None, None)
     return {

@@ -1,0 +1,98 @@
+"""Faults and latency: each kind observable over the socket, and the whole sequence replayable from a seed."""
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from connectors.sandbox import FaultConfig, Sandbox
+
+from .sandbox_http import VIN, get
+
+
+def statuses(http, n=40) -> list[int]:
+    return [get(http, "/specs", vin=VIN).status_code for _ in range(n)]
+
+
+def test_same_seed_same_sequence_of_statuses(sandbox, http):
+    sandbox.set_faults(FaultConfig(rate=0.4, seed=1234))
+    first = statuses(http)
+    sandbox.set_faults(FaultConfig(rate=0.4, seed=1234))
+    second = statuses(http)
+    sandbox.set_faults(FaultConfig(rate=0.4, seed=99))
+    third = statuses(http)
+    assert first == second
+    assert first != third
+    assert set(first) <= {200, 500, 502, 503, 504} and 200 in first and len(set(first)) > 2
+
+
+def test_fault_bodies_and_retry_after(sandbox, http):
+    sandbox.set_faults(FaultConfig(rate=1.0, statuses=[503]))
+    response = get(http, "/v1/recalls", vin=VIN)
+    assert response.status_code == 503 and response.headers["Retry-After"] == "60"
+    assert response.json() == {"success": False, "message": "Cannot access the internet at this time",
+                               "retryable": True}
+    sandbox.set_faults(FaultConfig(rate=1.0, statuses=[500]))
+    response = get(http, "/v1/recalls", vin=VIN)
+    assert response.json() == {"success": False, "message": "Internal server error"}
+    assert "Retry-After" not in response.headers
+    sandbox.set_faults(FaultConfig(rate=1.0, statuses=[502], omit_retry_after=True))
+    response = get(http, "/v1/recalls", vin=VIN)
+    assert response.json()["message"] == "Could not fetch data" and "Retry-After" not in response.headers
+
+
+def test_faulted_calls_are_counted_and_not_billed(sandbox, http):
+    sandbox.reset_stats()
+    sandbox.set_faults(FaultConfig(rate=1.0, statuses=[504]))
+    get(http, "/specs", key="faulted", vin=VIN)
+    assert sandbox.count("/specs", key="faulted", status=504) == 1
+    assert sandbox.units("faulted") == 0
+
+
+def test_dropped_connection_and_malformed_body(sandbox, http):
+    sandbox.reset_stats()
+    sandbox.set_faults(FaultConfig(drop_rate=1.0))
+    with pytest.raises(httpx.RemoteProtocolError):
+        get(http, "/specs", key="dropped", vin=VIN)
+    sandbox.set_faults(FaultConfig(malformed_rate=1.0))
+    response = get(http, "/specs", key="dropped", vin=VIN)
+    assert response.status_code == 200
+    with pytest.raises(ValueError):
+        response.json()
+    assert sandbox.count("/specs", key="dropped", status=0) == 1
+
+
+def test_timeout_outlasts_the_client(sandbox, http):
+    sandbox.set_faults(FaultConfig(timeout_rate=1.0, timeout_seconds=3))
+    with pytest.raises(httpx.ReadTimeout):
+        http.get("/specs", params={"key": "slowpoke", "vin": VIN}, timeout=0.3)
+    sandbox.set_faults(FaultConfig())
+    assert sandbox.count("/specs", key="slowpoke", status=504) == 1
+
+
+def test_faults_spare_admin_routes_and_openapi(sandbox, http):
+    from connectors.sandbox.config import DEFAULT_OPENAPI
+    sandbox.reset_stats()
+    sandbox.set_faults(FaultConfig(rate=1.0))
+    assert http.get("/_sandbox/health").status_code == 200
+    assert http.get("/openapi.yaml").status_code == (200 if DEFAULT_OPENAPI.is_file() else 404)
+    assert sandbox.stats()["total"] == 0
+
+
+def test_latency_config_round_trips_through_admin(sandbox, http):
+    sandbox.set_faults(FaultConfig(latency_ms=(1, 3), seed=5))
+    assert http.get("/_sandbox/faults").json()["latency_ms"] == [1, 3]
+    assert statuses(http, 5) == [200] * 5
+
+
+def test_subprocess_mode_with_cli_flags():
+    sandbox = Sandbox.start_subprocess(["--fault-rate", "1", "--fault-statuses", "502", "--seed", "3"])
+    try:
+        assert sandbox.url.startswith("http://127.0.0.1:")
+        with httpx.Client(base_url=sandbox.url, trust_env=False) as http:
+            assert get(http, "/specs", vin=VIN).status_code == 502
+            sandbox.set_faults(FaultConfig())
+            assert get(http, "/specs", vin=VIN).status_code == 200
+        assert sandbox.count("/specs") == 2
+    finally:
+        sandbox.stop()
+    assert sandbox.process.poll() is not None
