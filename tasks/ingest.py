@@ -14,6 +14,7 @@ are not part of `rows_in`.
 
 from __future__ import annotations
 
+import codecs
 import glob as globbing
 import re
 import unicodedata
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.vins import check_digit_valid_expr, normalise_vin_expr, vin_reject_reason_expr
+from tasks.vins import normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
 
 CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".tab"}
 PARQUET_SUFFIXES = {".parquet", ".pq"}
@@ -146,16 +147,25 @@ def _decode(raw: bytes, path: Path) -> bytes:
         raw = raw[3:]
     if b"\x00" in raw[:SNIFF_BYTES]:
         raise FleetFileError(path, "not a CSV or Parquet file (binary content)")
-    try:
-        raw.decode("utf-8")
+    if _is_utf8(raw):
         return raw
-    except UnicodeDecodeError:
-        pass
     try:
         return raw.decode("cp1252").encode("utf-8")
     except UnicodeDecodeError:
         # latin-1 maps every byte, so this cannot fail; cp1252 is tried first for € and quotes.
         return raw.decode("latin-1").encode("utf-8")
+
+
+def _is_utf8(raw: bytes, block: int = 1 << 20) -> bool:
+    """Validate in blocks so a large file is not copied into one big str."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        for start in range(0, len(raw), block):
+            decoder.decode(raw[start : start + block])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _first_line(text: bytes) -> str:
@@ -310,28 +320,34 @@ def read_fleet(paths: list[str | Path] | str | Path, vin_column: str | None = No
     del frames
 
     data_columns = [c for c in rows.columns if c not in ("source_file", "source_row")]
-    blank = pl.all_horizontal(pl.col(c).is_null() | (pl.col(c).str.strip_chars() == "") for c in data_columns)
-    rows = rows.with_columns(blank.alias("_blank"))
-    blank_rows = int(rows["_blank"].sum())
-    rows = rows.filter(~pl.col("_blank")).drop("_blank")
+    blank = pl.all_horizontal(pl.col(c).is_null() | pl.col(c).str.contains(r"^\s*$") for c in data_columns)
+    blank_mask = rows.select(blank).to_series()
+    blank_rows = int(blank_mask.sum())
+    if blank_rows:
+        rows = rows.filter(~blank_mask)
+    del blank_mask
 
     rows = rows.with_columns(normalise_vin_expr("raw_vin").alias("vin"))
-    rows = rows.with_columns(vin_reject_reason_expr("vin").alias("reason"))
+    rows = with_check_digit_valid(rows, "vin", "check_digit_valid")
+    rows = rows.with_columns(vin_reject_reason_expr("vin", "check_digit_valid").alias("reason"))
 
     rejected = (
         rows.filter(pl.col("reason").is_not_null())
         .select("source_file", "source_row", pl.col("raw_vin").alias("raw_value"), "reason")
         .cast(REJECTED_SCHEMA)  # type: ignore[arg-type]
     )
-    accepted = rows.filter(pl.col("reason").is_null()).drop("reason", "raw_vin")
-    rows_in = rows.height
-    del rows
-
-    roster = (
-        accepted.with_columns((pl.len().over("vin") - 1).cast(pl.Int64).alias("duplicate_count"))
-        .unique(subset="vin", keep="first", maintain_order=True)
-        .with_columns(check_digit_valid_expr("vin").alias("check_digit_valid"))
+    # Work out which rows make the roster on narrow columns, then copy the wide rows once.
+    firsts = (
+        rows.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("index"), "vin", "reason")
+        .filter(pl.col("reason").is_null())
+        .group_by("vin", maintain_order=True)
+        .agg(pl.col("index").first(), (pl.len() - 1).cast(pl.Int64).alias("duplicate_count"))
     )
+    rows_in = rows.height
+    roster = rows.drop("reason", "raw_vin")[firsts["index"]].with_columns(firsts["duplicate_count"])
+    del rows
+    accepted_count = roster.height + int(firsts["duplicate_count"].sum())
+    del firsts
     if "mileage" in roster.columns:
         roster = roster.with_columns(_parse_mileage(pl.col("mileage")).alias("mileage"))
     if "state" in roster.columns:
@@ -347,7 +363,7 @@ def read_fleet(paths: list[str | Path] | str | Path, vin_column: str | None = No
         files=[str(p) for p in files],
         rows_in=rows_in,
         valid=roster.height,
-        duplicates=accepted.height - roster.height,
+        duplicates=accepted_count - roster.height,
         blank_rows=blank_rows,
         skipped_files=skipped,
     )

@@ -34,6 +34,9 @@ TRANSLITERATION: dict[str, int] = {
 }  # fmt: skip
 WEIGHTS = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
 
+_TRANSLITERATION_BY_BASE36 = pl.Series(
+    "transliteration", [TRANSLITERATION.get(c, 0) for c in "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"], dtype=pl.Int64
+)
 _ALLOWED_RE = re.compile(ALLOWED_PATTERN)
 _STRIP_RE = re.compile(r"[\s\-]+")
 
@@ -54,12 +57,15 @@ def check_digit_expr(vin: pl.Expr | str) -> pl.Expr:
     Null when the VIN is not 17 allowed characters (no check digit can be computed).
     """
     vin = _as_expr(vin)
+    # Each character read as a base-36 number indexes a 36-entry table of transliterated values:
+    # cheaper than a string lookup per position on millions of rows.
+    table = pl.lit(_TRANSLITERATION_BY_BASE36)
     total = pl.lit(0, dtype=pl.Int64)
     for position, weight in enumerate(WEIGHTS):
         if weight == 0:
             continue
-        value = vin.str.slice(position, 1).replace_strict(TRANSLITERATION, default=None, return_dtype=pl.Int64)
-        total = total + value * weight
+        index = vin.str.slice(position, 1).str.to_integer(base=36, strict=False)
+        total = total + table.gather(index) * weight
     remainder = total % 11
     check = pl.when(remainder == 10).then(pl.lit("X")).otherwise(remainder.cast(pl.String))
     return pl.when(vin.str.contains(ALLOWED_PATTERN)).then(check).otherwise(None)
@@ -71,13 +77,37 @@ def check_digit_valid_expr(vin: pl.Expr | str) -> pl.Expr:
     return vin.str.slice(8, 1) == check_digit_expr(vin)
 
 
+def with_check_digit_valid(frame: pl.DataFrame, vin: str = "vin", name: str = "check_digit_valid") -> pl.DataFrame:
+    """`frame` plus `name` = check_digit_valid_expr(vin), summed one position at a time.
+
+    Same result as the expression, but on millions of rows it is about twice as fast and holds one
+    intermediate column at a time instead of seventeen.
+    """
+    table = pl.lit(_TRANSLITERATION_BY_BASE36)
+    total = f"_{name}_sum"
+    frame = frame.with_columns(pl.lit(0, dtype=pl.Int64).alias(total))
+    for position, weight in enumerate(WEIGHTS):
+        if weight:
+            index = pl.col(vin).str.slice(position, 1).str.to_integer(base=36, strict=False)
+            frame = frame.with_columns(pl.col(total) + table.gather(index) * weight)
+    remainder = pl.col(total) % 11
+    check = pl.when(remainder == 10).then(pl.lit("X")).otherwise(remainder.cast(pl.String))
+    valid = pl.when(pl.col(vin).str.contains(ALLOWED_PATTERN)).then(pl.col(vin).str.slice(8, 1) == check)
+    return frame.with_columns(valid.alias(name)).drop(total)
+
+
 def is_north_american_expr(vin: pl.Expr | str) -> pl.Expr:
     return _as_expr(vin).str.slice(0, 1).is_in(list(NORTH_AMERICA_FIRST))
 
 
-def vin_reject_reason_expr(vin: pl.Expr | str) -> pl.Expr:
-    """Reject reason for a *normalised* VIN, or null when the VIN is acceptable."""
+def vin_reject_reason_expr(vin: pl.Expr | str, check_digit_valid: pl.Expr | str | None = None) -> pl.Expr:
+    """Reject reason for a *normalised* VIN, or null when the VIN is acceptable.
+
+    Pass `check_digit_valid` (an expression or column already holding `check_digit_valid_expr`)
+    to avoid computing the check digit twice on large frames.
+    """
     vin = _as_expr(vin)
+    valid_digit = check_digit_valid_expr(vin) if check_digit_valid is None else _as_expr(check_digit_valid)
     return (
         pl.when(vin.is_null())
         .then(pl.lit(MISSING))
@@ -85,7 +115,7 @@ def vin_reject_reason_expr(vin: pl.Expr | str) -> pl.Expr:
         .then(pl.lit(WRONG_LENGTH))
         .when(~vin.str.contains(ALLOWED_PATTERN))
         .then(pl.lit(INVALID_CHARACTERS))
-        .when(is_north_american_expr(vin) & ~check_digit_valid_expr(vin))
+        .when(is_north_american_expr(vin) & ~valid_digit)
         .then(pl.lit(CHECK_DIGIT))
         .otherwise(None)
     )

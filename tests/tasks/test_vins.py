@@ -67,3 +67,12 @@ def test_non_north_american_bad_check_digit_is_recorded_not_rejected():
     # W (Germany) and J (Japan) are outside 1-5: never rejected for the digit; 2 (Canada) is.
     assert out["reason"].to_list()[:2] == [None, None]
     assert out["reason"][2] == (None if check_digit("2T1BURHE0JC012345") == "0" else "check_digit")
+
+
+def test_frame_helper_matches_expression():
+    vins = [c[1] for c in CASES]
+    frame = pl.DataFrame({"vin": vins}, schema={"vin": pl.String})
+    expected = frame.select(check_digit_valid_expr("vin").alias("check_digit_valid"))
+    from tasks.vins import with_check_digit_valid
+
+    assert with_check_digit_valid(frame).select("check_digit_valid").equals(expected)
