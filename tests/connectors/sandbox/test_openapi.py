@@ -176,6 +176,7 @@ def _example_case(path: str, method: str):
     return operation.Case(query=query)
 
 
+OWNERSHIP_OPERATIONS = sorted((p, m) for m, p in SPEC_ENDPOINTS | DESIGNED_ENDPOINTS if p in OWNERSHIP_PATHS)
 SUCCESS_OPERATIONS = sorted(
     (path, method)
     for method, path in SPEC_ENDPOINTS | DESIGNED_ENDPOINTS
@@ -192,7 +193,7 @@ def test_documented_examples_succeed_with_a_standard_key(sandbox_url: str, path:
     assert 200 <= response.status_code < 300, response.text
 
 
-@pytest.mark.parametrize(("path", "method"), sorted((p, m) for m, p in SPEC_ENDPOINTS | DESIGNED_ENDPOINTS if p in OWNERSHIP_PATHS))
+@pytest.mark.parametrize(("path", "method"), OWNERSHIP_OPERATIONS)
 def test_ownership_refuses_a_standard_key_as_documented(sandbox_url: str, path: str, method: str) -> None:
     response = _example_case(path, method).call_and_validate(
         base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10
@@ -225,3 +226,66 @@ def test_batch_follow_ups_conform_through_the_lifecycle(sandbox_url: str) -> Non
     download = follow_up("download")
     assert download.status_code == 200
     assert download.text.splitlines()[0] == "vin,hasRecalls,recallCount"
+
+
+# Sandbox test keys that force each documented account error (see connectors.sandbox.TEST_KEYS).
+ACCOUNT_ERRORS = [
+    (None, 401),
+    ("test_unknown", 401),
+    ("test_inactive", 401),
+    ("test_blocked", 403),
+    ("test_prepaid_0", 402),
+    ("test_quota_0", 429),
+    ("test_recharge_1000", 503),  # the first 1,000 calls of this key wait for an auto-recharge
+]
+ACCOUNT_ERROR_OPERATIONS = [("/specs", "get"), ("/v2/platedecoder", "get"), ("/v1/recalls-batch/submit", "post")]
+
+
+@pytest.mark.parametrize(("path", "method"), ACCOUNT_ERROR_OPERATIONS)
+@pytest.mark.parametrize(("key", "status"), ACCOUNT_ERRORS)
+def test_account_errors_conform(sandbox_url: str, path: str, method: str, key: str | None, status: int) -> None:
+    case = _example_case(path, method)
+    if key is None:
+        del case.query["key"]
+    else:
+        case.query["key"] = key
+    response = case.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    assert response.status_code == status, response.text
+    assert response.json()["success"] is False
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_upstream_failures_conform(status: int) -> None:
+    sandbox = pytest.importorskip("connectors.sandbox", reason="the sandbox (connectors.sandbox) is not built yet")
+    config = sandbox.SandboxConfig(faults=sandbox.FaultConfig(rate=1.0, statuses=[status]))
+    with sandbox.run_sandbox(config) as server:
+        for path, method in [("/specs", "get"), ("/v1/us-platedecoder", "get"), ("/v1/recalls-batch/submit", "post")]:
+            response = _example_case(path, method).call_and_validate(
+                base_url=server.url, checks=CONFORMANCE_CHECKS, timeout=10
+            )
+            assert response.status_code == status, response.text
+            if status != 500:
+                assert response.headers["retry-after"] == ["60"]  # schemathesis: lowercase keys, list values
+                assert response.json()["retryable"] is True
+
+
+@pytest.mark.parametrize(("path", "method"), OWNERSHIP_OPERATIONS)
+def test_ownership_answers_an_enterprise_key_as_documented(sandbox_url: str, path: str, method: str) -> None:
+    case = _example_case(path, method)
+    case.query["key"] = "test_enterprise"
+    response = case.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [
+        ("/images", {"make": "Toyota"}),  # legacy: missing model is a 500, not a 400
+        ("/marketvalue", {"vin": "1HGCM8263"}),  # legacy: validation problems are 500 with success:false
+    ],
+)
+def test_legacy_500_quirks_are_documented(sandbox_url: str, path: str, query: dict) -> None:
+    case = schema[path]["GET"].Case(query={"key": SANDBOX_KEY, **query})
+    response = case.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    assert response.status_code == 500
+    assert response.json()["success"] is False
