@@ -140,11 +140,13 @@ class Database:
 
     def _run(self, statement: str, params: dict[str, Any] | None = None) -> None:
         """Execute one statement and finish its result (DuckDB 2 refuses new work while one is pending)."""
-        self.connection.execute(statement, params or {})
-        self.connection.complete()
+        with self._lock:
+            self.connection.execute(statement, params or {})
+            self.connection.complete()
 
     def _rows(self, statement: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        return self.connection.execute(statement, params or {}).fetchall()
+        with self._lock:
+            return self.connection.execute(statement, params or {}).fetchall()
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:

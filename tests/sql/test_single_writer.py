@@ -1,0 +1,49 @@
+"""One writer: one connection per process, threads serialised, a second process refused clearly."""
+
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import polars as pl
+
+from tasks.storage import open_database
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_threads_share_the_one_connection(tmp_path):
+    db = open_database(tmp_path / "f.duckdb")
+    chunks = [
+        pl.DataFrame({"call_id": [f"c{k}-{i}" for i in range(50)], "endpoint": "/specs", "units": 1})
+        for k in range(8)
+    ]
+
+    def land(chunk: pl.DataFrame) -> int:
+        with open_database(tmp_path / "f.duckdb") as mine:  # the same Database, shared
+            assert mine is db
+            return mine.land("api_calls", chunk, "r1")
+
+    with ThreadPoolExecutor(4) as pool:
+        assert sum(pool.map(land, chunks)) == 400
+    assert db.sql("SELECT count(*) AS n, sum(units) AS u FROM api_calls").rows() == [(400, 400)]
+    db.close()
+
+
+def test_second_process_is_refused_with_a_clear_message(tmp_path):
+    path = tmp_path / "held.duckdb"
+    db = open_database(path)
+    script = textwrap.dedent(
+        f"""
+        from tasks.storage import DatabaseError, open_database
+        try:
+            open_database({str(path)!r})
+        except DatabaseError as exc:
+            print(exc)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    db.close()
+    assert "cannot open the database, another process may hold it" in out.stdout
+    assert str(path) in out.stdout
