@@ -20,6 +20,7 @@ Test keys (pass as `key=`; see TEST_KEYS)
     test_prepaid_<N>          N prepaid credits; 402 insufficient_credits, nothing spent on rejection
     test_quota_<N>            N units per API per month; 429 with usage{current,limit,remaining}
     test_recharge_<N>         prepaid; the first N requests answer 503 code=auto_recharge_pending
+                              (retryable:true, no Retry-After: the client backs off on its own)
     missing key               401 'Missing API key'
 Accounts can also be registered: SandboxConfig(accounts={...}), sb.add_account(key, Account(...)).
 

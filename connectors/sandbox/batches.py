@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import itertools
 import secrets
 from dataclasses import dataclass, field

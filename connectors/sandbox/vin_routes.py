@@ -11,7 +11,7 @@ from . import errors, valuation
 from .calls import Call, ok
 from .recalls import recall_report, ymm_report
 from .vehicles import (history as history_data, international, is_international, lien_theft as lien_theft_data,
-                       raise_magic, require_data, specs as specs_data, validate_vin, vehicle)
+                       raise_magic, require_data, specs as specs_data, validate_vin)
 
 ONE = 1
 
@@ -115,6 +115,3 @@ async def lien_theft(request):
     call.charge({"lien-theft": ONE})
     return ok({"input": {"vin": vin}, **found})
 
-
-__all__ = ["specs", "international_decoder", "recalls", "recalls_ymm", "market_value_v2", "market_value_v1",
-           "history", "lien_theft", "vehicle"]
