@@ -4,7 +4,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from connectors.sandbox import FaultConfig, Sandbox
+from connectors.sandbox import FaultConfig
 
 from .sandbox_http import VIN, get
 
@@ -83,16 +83,3 @@ def test_latency_config_round_trips_through_admin(sandbox, http):
     assert http.get("/_sandbox/faults").json()["latency_ms"] == [1, 3]
     assert statuses(http, 5) == [200] * 5
 
-
-def test_subprocess_mode_with_cli_flags():
-    sandbox = Sandbox.start_subprocess(["--fault-rate", "1", "--fault-statuses", "502", "--seed", "3"])
-    try:
-        assert sandbox.url.startswith("http://127.0.0.1:")
-        with httpx.Client(base_url=sandbox.url, trust_env=False) as http:
-            assert get(http, "/specs", vin=VIN).status_code == 502
-            sandbox.set_faults(FaultConfig())
-            assert get(http, "/specs", vin=VIN).status_code == 200
-        assert sandbox.count("/specs") == 2
-    finally:
-        sandbox.stop()
-    assert sandbox.process.poll() is not None
