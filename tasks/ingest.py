@@ -280,18 +280,26 @@ def _roster_names(columns: list[str], vin_name: str) -> dict[str, str]:
     return renames
 
 
-def _prepare(path: Path, vin_column: str | None) -> pl.DataFrame:
+def _prepare(path: Path, vin_column: str | None) -> tuple[pl.DataFrame, int]:
+    """One file's data rows (blank lines removed but still numbered) and how many blank lines it had."""
     frame = _read_one(path)
     if not frame.columns:
         raise FleetFileError(path, "file is empty")
     vin_name = find_vin_column(frame.columns, path, vin_column)
     if frame.height == 0:
         raise FleetFileError(path, "has a header but no data rows")
-    frame = frame.rename(_roster_names(frame.columns, vin_name))
-    return frame.with_columns(
+    frame = frame.rename(_roster_names(frame.columns, vin_name)).with_columns(
         pl.lit(str(path)).alias("source_file"),
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("source_row"),
     )
+    data = [c for c in frame.columns if c not in ("source_file", "source_row")]
+    blank = frame.select(
+        pl.all_horizontal(pl.col(c).is_null() | pl.col(c).str.contains(r"^\s*$") for c in data)
+    ).to_series()
+    blanks = int(blank.sum())
+    if blanks == frame.height:
+        raise FleetFileError(path, "has a header but no data rows")
+    return (frame.filter(~blank) if blanks else frame), blanks
 
 
 def _parse_mileage(expr: pl.Expr) -> pl.Expr:
@@ -315,17 +323,12 @@ def read_fleet(paths: list[str | Path] | str | Path, vin_column: str | None = No
     files, skipped = expand_paths(paths)
     if not files:
         raise FleetFileError(", ".join(map(str, paths if isinstance(paths, list) else [paths])), "no files to read")
-    frames = [_prepare(path, vin_column) for path in files]
+    prepared = [_prepare(path, vin_column) for path in files]
+    blank_rows = sum(blanks for _, blanks in prepared)
+    frames = [frame for frame, _ in prepared]
+    del prepared
     rows = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
     del frames
-
-    data_columns = [c for c in rows.columns if c not in ("source_file", "source_row")]
-    blank = pl.all_horizontal(pl.col(c).is_null() | pl.col(c).str.contains(r"^\s*$") for c in data_columns)
-    blank_mask = rows.select(blank).to_series()
-    blank_rows = int(blank_mask.sum())
-    if blank_rows:
-        rows = rows.filter(~blank_mask)
-    del blank_mask
 
     rows = rows.with_columns(normalise_vin_expr("raw_vin").alias("vin"))
     rows = with_check_digit_valid(rows, "vin", "check_digit_valid")

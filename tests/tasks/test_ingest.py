@@ -198,3 +198,9 @@ def test_fake_parquet_and_bad_csv(tmp_path):
     ragged = write(tmp_path, "ragged.csv", f'vin,unit\n{V1},"unterminated\n')
     with pytest.raises(FleetFileError, match="ragged.csv"):
         read_fleet([ragged])
+
+
+def test_header_and_blank_lines_only_is_unusable(tmp_path):
+    path = write(tmp_path, "blank.csv", "vin,unit\n\n,\n  ,  \n")
+    with pytest.raises(FleetFileError, match="has a header but no data rows"):
+        read_fleet([path])
