@@ -289,3 +289,24 @@ def test_legacy_500_quirks_are_documented(sandbox_url: str, path: str, query: di
     response = case.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
     assert response.status_code == 500
     assert response.json()["success"] is False
+
+
+def test_x402_submit_and_batch_token_follow_up_conform(sandbox_url: str) -> None:
+    submit = schema["/v1/recalls-batch/submit"]["POST"].Case(
+        headers={"X-Payment": "sandbox-proof-1"}, body={"vins": VALID_VINS}, media_type="application/json"
+    )
+    accepted = submit.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    assert accepted.status_code == 202
+    data = accepted.json()["data"]
+    status = schema["/v1/recalls-batch/status"]["GET"].Case(
+        query={"batchId": data["batchId"]}, headers={"X-Service-Batch-Token": data["batchToken"]}
+    )
+    assert status.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10).status_code == 200
+
+    csv_with_payment = schema["/v1/recalls-batch/submit"]["POST"].Case(
+        headers={"X-Payment": "sandbox-proof-2"},
+        body={"csv": "vin\n1HGCM82633A004352\n"},
+        media_type="application/json",
+    )
+    refused = csv_with_payment.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    assert refused.status_code == 400
