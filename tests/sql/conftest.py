@@ -1,12 +1,8 @@
-from datetime import datetime, timezone
+"""A fresh, migrated database file per test."""
 
 import pytest
 
 from tasks.storage import open_database
-
-T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
-T1 = datetime(2026, 2, 5, 12, 0, tzinfo=timezone.utc)
-T2 = datetime(2026, 3, 5, 12, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture
@@ -15,7 +11,3 @@ def db(tmp_path):
     yield database
     database.close()
 
-
-def table(db, name: str, order: str):
-    # `name`/`order` come from the test itself, never from input.
-    return db.sql(f"SELECT * FROM {name} ORDER BY {order}")

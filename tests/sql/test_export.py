@@ -1,6 +1,6 @@
 """The Parquet lake: one folder per table, partitioned where it helps, readable by duckdb, polars and pandas."""
 
-from datetime import date
+from datetime import date, datetime, timezone
 
 import duckdb
 import pandas as pd
@@ -9,7 +9,8 @@ import polars as pl
 from tasks.ingest import read_fleet
 from tasks.storage import EXPORT_TABLES
 
-from .conftest import T0, T1
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
+T1 = datetime(2026, 2, 5, 12, 0, tzinfo=timezone.utc)
 
 
 def test_export_is_readable_everywhere(db, tmp_path):

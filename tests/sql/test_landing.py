@@ -9,7 +9,14 @@ import pytest
 from tasks.ingest import read_fleet
 from tasks.storage import DatabaseError, LANDING_TABLES
 
-from .conftest import T0, T1, T2, table
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
+T1 = datetime(2026, 2, 5, 12, 0, tzinfo=timezone.utc)
+T2 = datetime(2026, 3, 5, 12, 0, tzinfo=timezone.utc)
+
+
+def table(db, name: str, order: str):
+    # `name`/`order` come from the test itself, never from input.
+    return db.sql(f"SELECT * FROM {name} ORDER BY {order}")
 
 V1, V2, V3 = "1HGCM82633A004352", "1FTFW1E50KFA12345", "WBA3A5C51CF256651"
 

@@ -1,11 +1,13 @@
 """The analyst views on a small hand-made fleet: rows in, rows out."""
 
-from datetime import date
+from datetime import date, datetime, timezone
 
 import polars as pl
 import pytest
 
-from .conftest import T0, T1, T2
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
+T1 = datetime(2026, 2, 5, 12, 0, tzinfo=timezone.utc)
+T2 = datetime(2026, 3, 5, 12, 0, tzinfo=timezone.utc)
 
 V1, V2, V3 = "1HGCM82633A004352", "1FTFW1E50KFA12345", "WBA3A5C51CF256651"
 
