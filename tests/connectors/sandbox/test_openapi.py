@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import requests
 import schemathesis
 import yaml
 from hypothesis import HealthCheck, Phase, settings
@@ -65,6 +66,16 @@ CONFORMANCE_CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
+
+# Loopback only: proxies from the environment must never see these requests (they carry the key).
+_LOOPBACK = requests.Session()
+_LOOPBACK.trust_env = False
+
+
+def _call_and_validate(case, base_url: str):
+    """Send the case to the sandbox and check the answer against the document (not the sandbox's own rules)."""
+    return case.call_and_validate(base_url=base_url, session=_LOOPBACK, checks=CONFORMANCE_CHECKS, timeout=10)
+
 
 schema = schemathesis.openapi.from_path(
     OPENAPI_PATH,
@@ -125,16 +136,21 @@ def test_error_answers_use_the_error_envelope() -> None:
 
 
 @pytest.fixture(scope="module")
-def sandbox_url() -> Iterator[str]:
+def openapi_sandbox():
     sandbox = pytest.importorskip("connectors.sandbox", reason="the sandbox (connectors.sandbox) is not built yet")
     if not hasattr(sandbox, "run_sandbox"):
         pytest.skip("connectors.sandbox has no run_sandbox yet")
     with sandbox.run_sandbox() as server:
-        yield server.url.rstrip("/")
+        yield server
+
+
+@pytest.fixture(scope="module")
+def sandbox_url(openapi_sandbox) -> str:
+    return openapi_sandbox.url.rstrip("/")
 
 
 def test_sandbox_serves_this_document(sandbox_url: str) -> None:
-    response = httpx.get(f"{sandbox_url}/openapi.yaml", timeout=10)
+    response = httpx.get(f"{sandbox_url}/openapi.yaml", timeout=10, trust_env=False)
     assert response.status_code == 200
     assert yaml.safe_load(response.text) == _raw_document()
 
@@ -148,7 +164,7 @@ def test_sandbox_serves_this_document(sandbox_url: str) -> None:
     suppress_health_check=list(HealthCheck),
 )
 def test_sandbox_conforms_to_the_document(case, sandbox_url: str) -> None:
-    case.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    _call_and_validate(case, sandbox_url)
 
 
 VALID_VINS = ["1HGCM82633A004352", "JH4KA7561PC008269"]  # real check digits
@@ -187,40 +203,42 @@ SUCCESS_OPERATIONS = sorted(
 
 @pytest.mark.parametrize(("path", "method"), SUCCESS_OPERATIONS)
 def test_documented_examples_succeed_with_a_standard_key(sandbox_url: str, path: str, method: str) -> None:
-    response = _example_case(path, method).call_and_validate(
-        base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10
-    )
+    response = _call_and_validate(_example_case(path, method), sandbox_url)
     assert 200 <= response.status_code < 300, response.text
 
 
 @pytest.mark.parametrize(("path", "method"), OWNERSHIP_OPERATIONS)
 def test_ownership_refuses_a_standard_key_as_documented(sandbox_url: str, path: str, method: str) -> None:
-    response = _example_case(path, method).call_and_validate(
-        base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10
-    )
+    response = _call_and_validate(_example_case(path, method), sandbox_url)
     assert response.status_code == 403
     assert response.json()["error"] == "api_not_enabled"
 
 
-def test_batch_follow_ups_conform_through_the_lifecycle(sandbox_url: str) -> None:
-    submit = _example_case("/v1/recalls-batch/submit", "post")
-    accepted = submit.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
-    assert accepted.status_code == 202
-    batch_id = accepted.json()["data"]["batchId"]
-    query = {"key": SANDBOX_KEY, "batchId": batch_id}
-
+def test_batch_follow_ups_conform_through_the_lifecycle(openapi_sandbox, sandbox_url: str) -> None:
     def follow_up(name: str):
-        case = schema[f"/v1/recalls-batch/{name}"]["GET"].Case(query=query)
-        return case.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+        case = schema[f"/v1/recalls-batch/{name}"]["GET"].Case(query={"key": SANDBOX_KEY, "batchId": batch_id})
+        return _call_and_validate(case, sandbox_url)
 
-    status = "uploading"
-    for _ in range(100):  # bounded: a two-VIN batch finishes within seconds in the sandbox
-        status = follow_up("status").json()["data"]["status"]
-        if status in {"completed", "partial", "failed"}:
-            break
+    def wait_for(done) -> dict:
+        for _ in range(100):  # bounded: about ten seconds at most
+            job = follow_up("status").json()["data"]
+            if done(job):
+                return job
+            time.sleep(0.1)
+        raise AssertionError(f"batch stuck at {job}")
+
+    openapi_sandbox.set_batch_rate(1e-6)  # holds the batch at one processed VIN, so 409 is certain
+    try:
+        accepted = _call_and_validate(_example_case("/v1/recalls-batch/submit", "post"), sandbox_url)
+        assert accepted.status_code == 202
+        batch_id = accepted.json()["data"]["batchId"]
+        wait_for(lambda job: job["processedVins"] >= 1)
         assert follow_up("results").status_code == 409
-        time.sleep(0.1)
-    assert status == "completed"
+        assert follow_up("download").status_code == 409
+    finally:
+        openapi_sandbox.set_batch_rate(1000.0)
+    assert wait_for(lambda job: job["status"] != "processing")["status"] == "completed"
+
     results = follow_up("results").json()["data"]["results"]
     assert {item["vin"] for item in results} == set(VALID_VINS)
     download = follow_up("download")
@@ -249,7 +267,7 @@ def test_account_errors_conform(sandbox_url: str, path: str, method: str, key: s
         del case.query["key"]
     else:
         case.query["key"] = key
-    response = case.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    response = _call_and_validate(case, sandbox_url)
     assert response.status_code == status, response.text
     assert response.json()["success"] is False
 
@@ -260,9 +278,7 @@ def test_upstream_failures_conform(status: int) -> None:
     config = sandbox.SandboxConfig(faults=sandbox.FaultConfig(rate=1.0, statuses=[status]))
     with sandbox.run_sandbox(config) as server:
         for path, method in [("/specs", "get"), ("/v1/us-platedecoder", "get"), ("/v1/recalls-batch/submit", "post")]:
-            response = _example_case(path, method).call_and_validate(
-                base_url=server.url, checks=CONFORMANCE_CHECKS, timeout=10
-            )
+            response = _call_and_validate(_example_case(path, method), server.url)
             assert response.status_code == status, response.text
             if status != 500:
                 assert response.headers["retry-after"] == ["60"]  # schemathesis: lowercase keys, list values
@@ -273,7 +289,7 @@ def test_upstream_failures_conform(status: int) -> None:
 def test_ownership_answers_an_enterprise_key_as_documented(sandbox_url: str, path: str, method: str) -> None:
     case = _example_case(path, method)
     case.query["key"] = "test_enterprise"
-    response = case.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    response = _call_and_validate(case, sandbox_url)
     assert response.status_code == 200, response.text
 
 
@@ -286,7 +302,7 @@ def test_ownership_answers_an_enterprise_key_as_documented(sandbox_url: str, pat
 )
 def test_legacy_500_quirks_are_documented(sandbox_url: str, path: str, query: dict) -> None:
     case = schema[path]["GET"].Case(query={"key": SANDBOX_KEY, **query})
-    response = case.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    response = _call_and_validate(case, sandbox_url)
     assert response.status_code == 500
     assert response.json()["success"] is False
 
@@ -295,18 +311,18 @@ def test_x402_submit_and_batch_token_follow_up_conform(sandbox_url: str) -> None
     submit = schema["/v1/recalls-batch/submit"]["POST"].Case(
         headers={"X-Payment": "sandbox-proof-1"}, body={"vins": VALID_VINS}, media_type="application/json"
     )
-    accepted = submit.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    accepted = _call_and_validate(submit, sandbox_url)
     assert accepted.status_code == 202
     data = accepted.json()["data"]
     status = schema["/v1/recalls-batch/status"]["GET"].Case(
         query={"batchId": data["batchId"]}, headers={"X-Service-Batch-Token": data["batchToken"]}
     )
-    assert status.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10).status_code == 200
+    assert _call_and_validate(status, sandbox_url).status_code == 200
 
     csv_with_payment = schema["/v1/recalls-batch/submit"]["POST"].Case(
         headers={"X-Payment": "sandbox-proof-2"},
         body={"csv": "vin\n1HGCM82633A004352\n"},
         media_type="application/json",
     )
-    refused = csv_with_payment.call_and_validate(base_url=sandbox_url, checks=CONFORMANCE_CHECKS, timeout=10)
+    refused = _call_and_validate(csv_with_payment, sandbox_url)
     assert refused.status_code == 400
