@@ -16,9 +16,10 @@ class AsyncVehicleDataClient(BaseClient):
     Every method raises a subclass of `connectors.errors.VehicleDataError` on failure.
     """
 
-    async def _get(self, endpoint: str, model: type[m.Result], **params: Any) -> Any:
+    async def _get(self, endpoint: str, result_type: type[m.Result], /, **params: Any) -> Any:
+        # Positional-only: `model` and `endpoint` are also query parameter names.
         answer = await self.request(endpoint, params)
-        return model.from_payload(answer.body)
+        return result_type.from_payload(answer.body)
 
     # --- VIN decoding -----------------------------------------------------------------
     async def specs(self, vin: str, *, deepdata: bool = False, disable_international: bool = False) -> m.SpecsResult:

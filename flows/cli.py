@@ -1,0 +1,46 @@
+"""The `fleet` command: one-off lookups, the sandbox, and the pipeline's flows."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+# No network here and no telemetry wanted anywhere Prefect runs.
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import lookup
+
+    parser = argparse.ArgumentParser(prog="fleet", description="Fleet files in, fresh vehicle data out.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs, HTTP requests included (keys redacted)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    lookup.add_parser(sub)
+    sandbox = sub.add_parser("sandbox", help="run the local emulator of the Vehicle Data Service", add_help=False)
+    sandbox.add_argument("sandbox_args", nargs=argparse.REMAINDER)
+    sandbox.set_defaults(run=_run_sandbox)
+    return parser
+
+
+def _run_sandbox(args: argparse.Namespace) -> int:
+    from connectors.sandbox.__main__ import main as sandbox_main
+
+    return sandbox_main(args.sandbox_args) or 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

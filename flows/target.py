@@ -1,0 +1,32 @@
+"""Which service a command talks to: the configured one, or the embedded sandbox.
+
+With neither `VDS_API_KEY` nor `VDS_BASE_URL` set, commands start the sandbox on
+a free loopback port and say so in one line, so everything runs on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from dataclasses import replace
+from typing import Iterator
+
+from connectors import Settings
+
+SANDBOX_KEY = "sandbox_demo_key"
+
+
+@contextlib.contextmanager
+def service_settings(settings: Settings | None = None, *, announce: bool = True) -> Iterator[Settings]:
+    settings = settings or Settings.from_env()
+    if settings.configured:
+        if not settings.base_url:
+            raise SystemExit("error: VDS_API_KEY is set but VDS_BASE_URL is not; set the service's base URL")
+        yield settings
+        return
+    from connectors.sandbox import run_sandbox
+
+    with run_sandbox() as sandbox:
+        if announce:
+            print(f"No VDS_API_KEY/VDS_BASE_URL set: using the embedded sandbox at {sandbox.url}", file=sys.stderr)
+        yield replace(settings, base_url=sandbox.url, api_key=SANDBOX_KEY)

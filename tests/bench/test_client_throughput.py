@@ -1,0 +1,55 @@
+"""Benchmark: client requests/second against the sandbox in another process, per transport.
+
+`make bench` runs it; it prints figures and asserts only that every call succeeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from connectors import AsyncVehicleDataClient, Settings
+from connectors.errors import NotFoundError
+from connectors.sandbox import Sandbox
+
+pytestmark = pytest.mark.bench
+
+REQUESTS = 6000
+VINS = [f"1HGCM8263{n:08d}"[:17] for n in range(REQUESTS)]
+
+
+async def _drive(url: str, transport: str, concurrency: int) -> float:
+    settings = Settings(api_key="bench_key", base_url=url, transport=transport, max_connections=concurrency)
+    async with AsyncVehicleDataClient(settings) as client:
+        gate = asyncio.Semaphore(concurrency)
+        failures = 0
+
+        async def one(vin: str) -> None:
+            nonlocal failures
+            async with gate:
+                try:
+                    await client.recalls(vin)
+                except NotFoundError:
+                    pass  # a VIN the sandbox has no data for is still an answered call
+                except Exception:  # noqa: BLE001 - counted, the figure is what matters
+                    failures += 1
+
+        await asyncio.gather(*(one(v) for v in VINS[:200]))  # warm the pool
+        started = time.perf_counter()
+        await asyncio.gather(*(one(v) for v in VINS))
+        elapsed = time.perf_counter() - started
+    return REQUESTS / elapsed, failures
+
+
+@pytest.mark.parametrize("concurrency", [20, 100, 400])
+@pytest.mark.parametrize("transport", ["httpx", "aiohttp"])
+def test_client_throughput(transport, concurrency):
+    sandbox = Sandbox.start_subprocess()
+    try:
+        rps, failures = asyncio.run(_drive(sandbox.url, transport, concurrency))
+    finally:
+        sandbox.stop()
+    print(f"\nclient transport={transport:8s} concurrency={concurrency:4d}: {rps:8.0f} requests/s ({failures} failed)")
+    assert failures == 0
