@@ -41,15 +41,18 @@ LANDING_TABLES: dict[str, str | None] = {
     "failures": None,
     "recall_batches": None,
     "specs": "specs",
-    "market_values": "market_values",
+    "market_values": "market_value",
     "recall_checks": "recalls",
     "recalls": None,
     "history_reports": "history",
     "lien_theft_events": "lien_theft",
     "raw_responses": None,
+    "fetch_status": None,  # resolves failures itself, per row's dataset
+    "ownership_records": "ownership",
+    "run_datasets": None,
 }
 # The `dataset` values used in `failures` (and raw_responses), in the user's words.
-DATASETS = ("specs", "market_values", "recalls", "history", "lien_theft")
+DATASETS = ("specs", "market_value", "recalls", "history", "lien_theft", "ownership")
 
 EXPORT_TABLES: dict[str, list[str]] = {
     "runs": [],
@@ -65,6 +68,8 @@ EXPORT_TABLES: dict[str, list[str]] = {
     "failures": [],
     "recall_batches": [],
     "raw_responses": [],
+    "fetch_status": [],
+    "run_datasets": [],
 }
 
 VEHICLE_COLUMNS = (
@@ -307,6 +312,35 @@ class Database:
         NULL; a column the table does not have is refused. `run_id` is stamped on every row;
         rows without `fetched_at` get `fetched_at`, else the run's start time.
         """
+        return self.land_chunk({table: frame}, run_id, fetched_at)[table]
+
+    def land_chunk(
+        self,
+        frames: dict[str, pl.DataFrame | pa.Table],
+        run_id: str,
+        fetched_at: datetime | None = None,
+    ) -> dict[str, int]:
+        """Land several tables' parts of one chunk in ONE transaction: all of it or none of it.
+
+        A crash can then never leave, say, a chunk's specs landed without the calls that paid for them.
+        """
+        staged = {table: self._stage(table, frame) for table, frame in frames.items()}
+        stamp = fetched_at or self._run_started_at(run_id) or datetime.now(timezone.utc)
+        counts = {table: frame.height for table, frame in staged.items()}
+        with self._lock:
+            con = self.connection
+            self._run("BEGIN TRANSACTION")
+            try:
+                for table, frame in staged.items():
+                    if frame.height:
+                        self._land_into(con, table, frame, run_id, stamp)
+                self._run("COMMIT")
+            except Exception as exc:
+                self._run("ROLLBACK")
+                raise DatabaseError(f"landing {counts} into {', '.join(staged)} failed: {exc}") from exc
+        return counts
+
+    def _stage(self, table: str, frame: pl.DataFrame | pa.Table) -> pl.DataFrame:
         if table not in LANDING_TABLES:
             raise DatabaseError(f"cannot land into {table!r}; tables: {', '.join(LANDING_TABLES)}")
         if isinstance(frame, pa.Table):
@@ -318,40 +352,27 @@ class Database:
         unknown = [c for c in frame.columns if c not in known]
         if unknown:
             raise DatabaseError(f"{table} has no column(s) {', '.join(unknown)}")
-        if frame.height == 0:
-            return 0
-        stamp = fetched_at or self._run_started_at(run_id) or datetime.now(timezone.utc)
+        return frame
+
+    def _land_into(self, con: Any, table: str, frame: pl.DataFrame, run_id: str, stamp: datetime) -> None:
         if "fetched_at" not in frame.columns:
             frame = frame.with_columns(pl.lit(stamp).dt.replace_time_zone("UTC").alias("fetched_at"))
-        frame = frame.with_columns(pl.lit(run_id).alias("run_id"))
-        chunk = frame.to_arrow()
-
-        landing = _statements(_read_sql("landing", f"{table}.sql"))
+        chunk = frame.with_columns(pl.lit(run_id).alias("run_id")).to_arrow()
         dataset = LANDING_TABLES[table]
-        resolve = _statements(_read_sql("landing", "_resolve_failures.sql")) if dataset else []
-        with self._lock:
-            con = self.connection
-            self._run("BEGIN TRANSACTION")
-            try:
-                con.register("chunk", chunk)
-                # `table` is from LANDING_TABLES, never from input.
-                self._run(f"CREATE OR REPLACE TEMP TABLE incoming AS SELECT * FROM {table} LIMIT 0")
-                self._run("INSERT INTO incoming BY NAME SELECT * FROM chunk")
-                self._run(
-                    "UPDATE incoming SET fetched_at = coalesce(fetched_at, $stamp::TIMESTAMPTZ)", {"stamp": stamp}
-                )
-                for statement in landing:
-                    self._run(statement)
-                for statement in resolve:
+        con.register("chunk", chunk)
+        try:
+            # `table` is from LANDING_TABLES, never from input.
+            self._run(f"CREATE OR REPLACE TEMP TABLE incoming AS SELECT * FROM {table} LIMIT 0")
+            self._run("INSERT INTO incoming BY NAME SELECT * FROM chunk")
+            self._run("UPDATE incoming SET fetched_at = coalesce(fetched_at, $stamp::TIMESTAMPTZ)", {"stamp": stamp})
+            for statement in _statements(_read_sql("landing", f"{table}.sql")):
+                self._run(statement)
+            if dataset:
+                for statement in _statements(_read_sql("landing", "_resolve_failures.sql")):
                     self._run(statement, {"dataset": dataset})
-                self._run("DROP TABLE incoming")
-                self._run("COMMIT")
-            except Exception as exc:
-                self._run("ROLLBACK")
-                raise DatabaseError(f"landing {frame.height} rows into {table} failed: {exc}") from exc
-            finally:
-                con.unregister("chunk")
-        return frame.height
+            self._run("DROP TABLE incoming")
+        finally:
+            con.unregister("chunk")
 
     # -- export ------------------------------------------------------------------------------
     def export_parquet(self, lake_dir: str | Path, tables: list[str] | None = None) -> dict[str, Path]:

@@ -1,0 +1,235 @@
+"""Typed results -> Arrow-ready polars frames shaped like the DuckDB tables.
+
+The same functions stage fresh answers and re-parse stored raw responses, so a
+model change is applied to history without paying for the calls again.
+Frames carry no `run_id` (the store stamps it); `fetched_at` is per row.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any, Iterable, Sequence
+
+import polars as pl
+
+from connectors import models as m
+from connectors.calls import CallRecord
+
+COLOR = pl.Struct({"category": pl.String, "name": pl.String})
+EQUIPMENT = pl.Struct({"name": pl.String, "value": pl.String})
+WARRANTY = pl.Struct({"type": pl.String, "miles": pl.Int32, "months": pl.Int32})
+GROUP = pl.Struct({k: pl.String if k in ("kind", "tier") else pl.Float64
+                   for k in ("kind", "tier", "base", "mileage", "add_deduct", "regional", "adjusted")})
+AUCTION = pl.Struct({"low_auction_value": pl.Float64, "average_auction_value": pl.Float64,
+                     "high_auction_value": pl.Float64, "date_range": pl.String})
+MILEAGE_BAND = pl.Struct({"model_year": pl.String, "range_begin": pl.Int32, "range_end": pl.Int32,
+                          "xclean": pl.Float64, "clean": pl.Float64, "avg": pl.Float64, "rough": pl.Float64,
+                          "finadv": pl.Float64, "mileage_cat": pl.String})
+ADD_DEDUCT = pl.Struct({"uoc": pl.String, "name": pl.String, "xclean": pl.Float64, "clean": pl.Float64,
+                        "avg": pl.Float64, "rough": pl.Float64, "auto": pl.String})
+TS = pl.Datetime("us", "UTC")
+
+Fetched = tuple[str, Any, datetime]  # (vin, parsed result, fetched_at)
+
+
+def _frame(rows: list[dict[str, Any]], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+
+
+def _pick(obj: Any, fields: Iterable[str]) -> dict[str, Any]:
+    return {f: getattr(obj, f, None) for f in fields}
+
+
+SPECS_SCHEMA = {
+    "vin": pl.String, "year": pl.Int32, "make": pl.String, "model": pl.String, "trim": pl.String,
+    "style": pl.String, "type": pl.String, "made_in": pl.String, "doors": pl.Int32, "fuel_type": pl.String,
+    "engine": pl.String, "engine_cylinders": pl.Int32, "transmission": pl.String, "drivetrain": pl.String,
+    "colors": pl.List(COLOR), "equipment": pl.List(EQUIPMENT), "warranties": pl.List(WARRANTY),
+    "is_international": pl.Boolean, "fetched_at": TS,
+}
+
+
+def specs_frame(fetched: Sequence[Fetched]) -> pl.DataFrame:
+    rows = []
+    for vin, r, at in fetched:
+        a = r.attributes
+        rows.append({
+            "vin": vin,
+            **_pick(a, ("year", "make", "model", "trim", "style", "type", "made_in", "doors", "fuel_type",
+                        "engine", "engine_cylinders", "transmission", "drivetrain")),
+            "colors": [{"category": c.category, "name": c.name} for c in r.colors],
+            "equipment": [{"name": k, "value": v} for k, v in r.equipment.items()],
+            "warranties": [{"type": w.type, "miles": w.miles, "months": w.months} for w in r.warranties],
+            "is_international": r.is_international,
+            "fetched_at": at,
+        })
+    return _frame(rows, SPECS_SCHEMA)
+
+
+MARKET_SCHEMA = {
+    "vin": pl.String, "valued_on": pl.Date, "state": pl.String, "mileage": pl.Int64, "condition": pl.String,
+    "model_year": pl.Int32, "make": pl.String, "model": pl.String, "series": pl.String, "style": pl.String,
+    "uvc": pl.String, "publish_date": pl.String, "retail": pl.Float64, "trade_in": pl.Float64,
+    "rough_trade_in": pl.Float64, "average_trade_in": pl.Float64, "loan_value": pl.Float64, "msrp": pl.Float64,
+    "retail_equipped": pl.Float64, "valuation_groups": pl.List(GROUP), "auction_values": AUCTION,
+    "mileage_list": pl.List(MILEAGE_BAND), "add_deduct_list": pl.List(ADD_DEDUCT), "fetched_at": TS,
+}
+
+
+def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str, Any]]) -> pl.DataFrame:
+    """`requests[vin]` holds what was asked (state, mileage, condition): part of the valuation's key."""
+    rows = []
+    for vin, r, at in fetched:
+        asked = requests.get(vin, {})
+        mileage = asked.get("mileage")
+        rows.append({
+            "vin": vin,
+            "valued_on": at.date() if isinstance(at, datetime) else date.today(),
+            "state": asked.get("state"),
+            "mileage": int(mileage) if mileage is not None else None,
+            "condition": asked.get("condition"),
+            **_pick(r, ("model_year", "make", "model", "series", "style", "uvc", "publish_date", "retail",
+                        "trade_in", "rough_trade_in", "average_trade_in", "loan_value", "msrp", "retail_equipped")),
+            "valuation_groups": [g.model_dump(include=set(GROUP.to_schema())) for g in r.groups],
+            "auction_values": r.auction_values.model_dump(include=set(AUCTION.to_schema())) if r.auction_values else None,
+            "mileage_list": [b.model_dump(include=set(MILEAGE_BAND.to_schema())) for b in r.mileage_list],
+            "add_deduct_list": [d.model_dump(include=set(ADD_DEDUCT.to_schema())) for d in r.add_deduct_list],
+            "fetched_at": at,
+        })
+    return _frame(rows, MARKET_SCHEMA)
+
+
+HISTORY_SCHEMA = {
+    "vin": pl.String, "brands_record_count": pl.Int32, "vin_changed": pl.Boolean, "title_brands": pl.List(pl.String),
+    "junk_and_salvage_information": pl.List(pl.String), "insurance_information": pl.List(pl.String),
+    "brands_information": pl.List(pl.String), "current_title_information": pl.List(pl.String),
+    "history_information": pl.List(pl.String), "fetched_at": TS,
+}
+_HISTORY_ARRAYS = {
+    "junk_and_salvage_information": "junkAndSalvageInformation", "insurance_information": "insuranceInformation",
+    "brands_information": "brandsInformation", "current_title_information": "currentTitleInformation",
+    "history_information": "historyInformation",
+}
+
+
+def _brand_name(record: dict[str, Any]) -> str | None:
+    for key in ("brand", "brand_name", "brandName", "name", "title_brand", "code", "brand_code"):
+        if record.get(key):
+            return str(record[key])
+    return None
+
+
+def history_frame(fetched: Sequence[Fetched]) -> pl.DataFrame:
+    import json
+
+    rows = []
+    for vin, r, at in fetched:
+        row = {"vin": vin, "brands_record_count": r.brandsRecordCount, "vin_changed": r.vinChanged, "fetched_at": at}
+        for column, field in _HISTORY_ARRAYS.items():
+            row[column] = [json.dumps(item, default=str, sort_keys=True) for item in getattr(r, field)]
+        row["title_brands"] = sorted({b for item in r.brandsInformation if (b := _brand_name(item))})
+        rows.append(row)
+    return _frame(rows, HISTORY_SCHEMA)
+
+
+LIEN_SCHEMA = {
+    "vin": pl.String, "event_index": pl.Int32, "event": pl.String, "location": pl.String,
+    "details_list": pl.List(pl.String), "year": pl.Int32, "make": pl.String, "model": pl.String,
+    "type": pl.String, "fetched_at": TS,
+}
+
+
+def lien_theft_frame(fetched: Sequence[Fetched]) -> pl.DataFrame:
+    rows = [
+        {"vin": vin, "event_index": i, "event": ev.event, "location": ev.location,
+         "details_list": list(ev.details_list), **_pick(r, ("year", "make", "model", "type")), "fetched_at": at}
+        for vin, r, at in fetched
+        for i, ev in enumerate(r.events)
+    ]
+    return _frame(rows, LIEN_SCHEMA)
+
+
+RECALL_CHECK_SCHEMA = {
+    "vin": pl.String, "checked_via": pl.String, "batch_id": pl.String, "has_recalls": pl.Boolean,
+    "recall_count": pl.Int32, "campaigns_listed": pl.Boolean, "fetched_at": TS,
+}
+
+
+def recall_checks_from_batch(items: Sequence[m.BatchResultItem], batch_id: str, at: datetime) -> pl.DataFrame:
+    rows = [{"vin": i.vin, "checked_via": "batch", "batch_id": batch_id, "has_recalls": i.hasRecalls,
+             "recall_count": i.recallCount, "campaigns_listed": i.recallCount == 0, "fetched_at": at} for i in items]
+    return _frame(rows, RECALL_CHECK_SCHEMA)
+
+
+def recall_checks_from_reports(fetched: Sequence[Fetched]) -> pl.DataFrame:
+    rows = []
+    for vin, r, at in fetched:
+        count = r.data.recall_count if r.data.recall_count is not None else len(r.data.recalls)
+        rows.append({"vin": vin, "checked_via": "vin", "batch_id": None, "has_recalls": count > 0,
+                     "recall_count": count, "campaigns_listed": True, "fetched_at": at})
+    return _frame(rows, RECALL_CHECK_SCHEMA)
+
+
+RECALL_SCHEMA = {
+    "vin": pl.String, "nhtsa_campaign_number": pl.String, "manufacturer": pl.String, "park_it": pl.Boolean,
+    "park_outside": pl.Boolean, "over_the_air_update": pl.Boolean, "report_received_date": pl.Date,
+    "component": pl.String, "summary": pl.String, "consequence": pl.String, "remedy": pl.String,
+    "notes": pl.String, "fetched_at": TS,
+}
+_RECALL_FIELDS = tuple(k for k in RECALL_SCHEMA if k not in ("vin", "fetched_at"))
+
+
+def recalls_frame(per_vin: Sequence[tuple[str, Sequence[m.Recall], datetime]]) -> pl.DataFrame:
+    rows = [
+        {"vin": vin, **_pick(recall, _RECALL_FIELDS), "fetched_at": at}
+        for vin, recalls, at in per_vin
+        for recall in recalls
+        if recall.nhtsa_campaign_number
+    ]
+    return _frame(rows, RECALL_SCHEMA)
+
+
+CALL_SCHEMA = {
+    "call_id": pl.String, "endpoint": pl.String, "method": pl.String, "vin": pl.String, "batch_id": pl.String,
+    "status": pl.Int32, "units": pl.Int32, "latency_ms": pl.Float64, "attempt": pl.Int32,
+    "error_message": pl.String, "fetched_at": TS,
+}
+
+
+def api_calls_frame(calls: Sequence[tuple[str, CallRecord, datetime, str | None]]) -> pl.DataFrame:
+    """`calls`: (call_id, record, called_at, batch_id)."""
+    rows = [
+        {"call_id": cid, "endpoint": c.path, "method": c.method, "vin": c.vin, "batch_id": batch, "status": c.status,
+         "units": c.units, "latency_ms": c.latency_ms, "attempt": c.attempt, "error_message": c.error, "fetched_at": at}
+        for cid, c, at, batch in calls
+    ]
+    return _frame(rows, CALL_SCHEMA)
+
+
+FAILURE_SCHEMA = {
+    "vin": pl.String, "dataset": pl.String, "status": pl.Int32, "message": pl.String, "retryable": pl.Boolean,
+    "attempts": pl.Int32, "fetched_at": TS,
+}
+
+
+def failures_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    return _frame(list(rows), FAILURE_SCHEMA)
+
+
+RAW_SCHEMA = {
+    "response_hash": pl.String, "dataset": pl.String, "vin": pl.String, "batch_id": pl.String,
+    "endpoint": pl.String, "request_params": pl.String, "status": pl.Int32, "body": pl.String, "fetched_at": TS,
+}
+
+
+def raw_responses_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    import hashlib
+    import json
+
+    out = []
+    for row in rows:
+        body = json.dumps(row["body"], sort_keys=True, default=str)
+        digest = hashlib.sha256(f"{row['dataset']}|{row.get('vin')}|{row.get('batch_id')}|{body}".encode()).hexdigest()
+        out.append({**row, "response_hash": digest, "body": body,
+                    "request_params": json.dumps(row.get("request_params") or {}, sort_keys=True, default=str)})
+    return _frame(out, RAW_SCHEMA)
