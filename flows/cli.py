@@ -14,12 +14,13 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import lookup
+    from . import commands, lookup
 
     parser = argparse.ArgumentParser(prog="fleet", description="Fleet files in, fresh vehicle data out.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs, HTTP requests included (keys redacted)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lookup.add_parser(sub)
+    commands.add_refresh(sub)
     sandbox = sub.add_parser("sandbox", help="run the local emulator of the Vehicle Data Service", add_help=False)
     sandbox.add_argument("sandbox_args", nargs=argparse.REMAINDER)
     sandbox.set_defaults(run=_run_sandbox)
@@ -34,6 +35,9 @@ def _run_sandbox(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not args.verbose:
+        # Prefect's own INFO lines would drown the progress bars; -v brings them (and HTTP requests) back.
+        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

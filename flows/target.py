@@ -2,11 +2,14 @@
 
 With neither `VDS_API_KEY` nor `VDS_BASE_URL` set, commands start the sandbox on
 a free loopback port and say so in one line, so everything runs on a fresh machine.
+The target is published through the environment, which is where tasks read their
+settings from: the key never becomes a flow or task parameter.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from dataclasses import replace
 from typing import Iterator
@@ -29,4 +32,13 @@ def service_settings(settings: Settings | None = None, *, announce: bool = True)
     with run_sandbox() as sandbox:
         if announce:
             print(f"No VDS_API_KEY/VDS_BASE_URL set: using the embedded sandbox at {sandbox.url}", file=sys.stderr)
-        yield replace(settings, base_url=sandbox.url, api_key=SANDBOX_KEY)
+        saved = {k: os.environ.get(k) for k in ("VDS_API_KEY", "VDS_BASE_URL")}
+        os.environ.update(VDS_API_KEY=SANDBOX_KEY, VDS_BASE_URL=sandbox.url)
+        try:
+            yield replace(settings, base_url=sandbox.url, api_key=SANDBOX_KEY)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v

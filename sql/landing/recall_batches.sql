@@ -11,3 +11,8 @@ WHEN MATCHED AND s.fetched_at >= t.fetched_at THEN UPDATE SET
     webhook_url = coalesce(s.webhook_url, t.webhook_url), message = s.message,
     run_id = s.run_id, fetched_at = s.fetched_at
 WHEN NOT MATCHED THEN INSERT BY NAME;
+
+-- A ledger entry written before submitting ("pending:<idempotency key>") gives way to the real batch.
+DELETE FROM recall_batches
+WHERE batch_id IN (SELECT 'pending:' || idempotency_key FROM incoming
+                   WHERE idempotency_key IS NOT NULL AND batch_id NOT LIKE 'pending:%');

@@ -1,0 +1,74 @@
+"""`fleet refresh`: the main job from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+
+from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
+
+from .target import service_settings
+
+
+def add_refresh(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("refresh", help="turn fleet files into fresh analyst tables")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="CSV/Parquet files, folders or globs")
+    p.add_argument("--db", default="data/fleet.duckdb")
+    p.add_argument("--lake", default="data/lake", help="Parquet export folder ('' to skip)")
+    p.add_argument("--datasets", default=",".join(DEFAULT_DATASETS),
+                   help=f"comma-separated, from: {', '.join(ALL_DATASETS)} (default: all but ownership)")
+    p.add_argument("--max-units", type=int, help="refuse a plan that costs more; stop cleanly when reached")
+    p.add_argument("--force", action="store_true", help="ignore freshness: fetch every VIN again")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; make no call")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--vin-column", help="name of the VIN column when it cannot be recognised")
+    p.add_argument("--fresh", action="append", default=[], metavar="DATASET=AGE",
+                   help="freshness window, e.g. market_value=14d (repeatable)")
+    p.add_argument("--chunk-size", type=int, default=500)
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=10_000)
+    p.add_argument("--webhook-url", help="https URL the service notifies when a recall batch finishes")
+    p.set_defaults(run=run_refresh)
+
+
+def run_refresh(args: argparse.Namespace) -> int:
+    from tasks import progress
+    from tasks.ingest import FleetFileError
+    from tasks.storage import DatabaseError
+    from tasks.summary import print_summary
+
+    from .refresh import refresh_fleet
+
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    unknown = [d for d in datasets if d not in ALL_DATASETS]
+    if unknown:
+        print(f"error: unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}", file=sys.stderr)
+        return 2
+    try:
+        freshness = dict(item.split("=", 1) for item in args.fresh)
+    except ValueError:
+        print("error: --fresh takes DATASET=AGE, e.g. market_value=14d", file=sys.stderr)
+        return 2
+    bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
+    try:
+        with service_settings(), (bars or contextlib.nullcontext()):
+            if bars:
+                progress.use(bars)
+            summary = refresh_fleet(
+                args.paths, db=args.db, lake=args.lake or None, datasets=datasets, max_units=args.max_units,
+                force=args.force, dry_run=args.dry_run, vin_column=args.vin_column, freshness=freshness or None,
+                chunk_size=args.chunk_size, concurrency=args.concurrency, batch_size=args.batch_size,
+                webhook_url=args.webhook_url,
+            )
+    except (FleetFileError, DatabaseError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        progress.use(progress.Silent())
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print_summary(summary)
+    return 1 if summary["status"] == "refused" else 0

@@ -1,0 +1,124 @@
+"""The fleet refresh flow: ingest, plan, recall batches, per-VIN enrichment, finish.
+
+It only orchestrates: every read and write happens in a task. Specs come first
+because recall details group VINs by year/make/model from them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from prefect import flow
+
+from tasks.plan import DEFAULT_DATASETS, Plan
+from tasks.refresh import (
+    check_recalls,
+    fetch_dataset_chunk,
+    finish_refresh,
+    ingest_fleet,
+    plan_refresh,
+    recall_details,
+)
+
+DEFAULT_DB = "data/fleet.duckdb"
+DEFAULT_LAKE = "data/lake"
+ORDER = ("specs", "recalls", "market_value", "history", "lien_theft", "ownership")
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+@flow(name="fleet-refresh", persist_result=False, log_prints=False)
+def refresh_fleet(
+    paths: list[str],
+    db: str = DEFAULT_DB,
+    lake: str | None = DEFAULT_LAKE,
+    datasets: list[str] | None = None,
+    max_units: int | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    vin_column: str | None = None,
+    freshness: dict[str, str] | None = None,
+    chunk_size: int = 500,
+    concurrency: int = 32,
+    batch_size: int = 10_000,
+    webhook_url: str | None = None,
+    run_id: str | None = None,
+) -> dict[str, Any]:
+    """Turn fleet files into fresh tables, calling only for what is stale and never paying twice."""
+    run_id = run_id or new_run_id()
+    datasets = list(datasets or DEFAULT_DATASETS)
+    parameters = {"datasets": datasets, "max_units": max_units, "force": force, "dry_run": dry_run,
+                  "freshness": freshness, "chunk_size": chunk_size, "batch_size": batch_size}
+    ingest = ingest_fleet(paths, db, run_id, vin_column, parameters)
+    plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness))
+    summary = _start_summary(run_id, ingest, plan)
+
+    if max_units is not None and plan.estimated_units > max_units:
+        summary["status"] = "refused"
+        summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {max_units}: "
+                              "nothing was called")
+        return finish_refresh(db, run_id, summary, None)
+    if dry_run:
+        summary["status"] = "planned"
+        return finish_refresh(db, run_id, summary, None)
+
+    budget = max_units
+    for dataset in (d for d in ORDER if d in plan.datasets):
+        due = plan.datasets[dataset]
+        counts = summary["datasets"][dataset]
+        if dataset == "recalls":
+            outcome = check_recalls(db, run_id, due.path, batch_size, webhook_url, budget)
+            _add(counts, found=outcome["checked"], failed=outcome["failed"], pending=outcome["pending"],
+                 calls=outcome["calls"], units=outcome["units"], stop_reason=outcome["stop_reason"])
+            budget = _left(budget, outcome["units"])
+            details = recall_details(db, run_id, budget, concurrency)
+            summary["recall_details"] = details
+            _add(summary, calls=details["calls"], units=details["units"])
+            budget = _left(budget, details["units"])
+            continue
+        for offset, length in due.chunks(chunk_size):
+            if counts["stop_reason"]:
+                counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
+                continue
+            result = fetch_dataset_chunk(db, run_id, dataset, due.path, offset, length, concurrency, budget)
+            _add(counts, **{k: v for k, v in result.items() if k != "stop_reason"})
+            counts["stop_reason"] = counts["stop_reason"] or result["stop_reason"]
+            budget = _left(budget, result["units"])
+
+    for counts in summary["datasets"].values():
+        _add(summary, calls=counts["calls"], units=counts["units"])
+    unfinished = any(c["failed"] or c["pending"] for c in summary["datasets"].values())
+    summary["status"] = "partial" if unfinished else "completed"
+    return finish_refresh(db, run_id, summary, lake)
+
+
+def _start_summary(run_id: str, ingest: dict[str, int], plan: Plan) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "status": "running",
+        "ingest": ingest,
+        "estimated_units": plan.estimated_units,
+        "recall_detail_ceiling": plan.recall_detail_ceiling,
+        "units": 0,
+        "calls": 0,
+        "datasets": {
+            name: {"roster": d.roster, "skipped_fresh": d.skipped_fresh, "planned": d.due, "estimated_units": d.estimated_units,
+                   "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "stop_reason": None}
+            for name, d in plan.datasets.items()
+        },
+    }
+
+
+def _add(target: dict[str, Any], stop_reason: str | None = None, **amounts: int) -> None:
+    for key, value in amounts.items():
+        target[key] = (target.get(key) or 0) + (value or 0)
+    if stop_reason:
+        target["stop_reason"] = target.get("stop_reason") or stop_reason
+
+
+def _left(budget: int | None, spent: int) -> int | None:
+    return None if budget is None else max(0, budget - spent)

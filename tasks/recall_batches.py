@@ -1,0 +1,222 @@
+"""Recall checks through the batch API: submit, poll, land, never paying twice.
+
+The ledger (`recall_batches`) is written *before* each submit, with the
+idempotency key the submit will carry. A crash anywhere therefore leaves one of:
+a `pending:<key>` entry (resubmitted with the same key: the service replays the
+first answer for free), or a real batch id (polled, never resubmitted).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import polars as pl
+
+from connectors import AsyncVehicleDataClient, CallRecord, Settings
+from connectors import errors as e
+from connectors.models import BatchJob, BatchStatus
+
+from . import staging
+from .enrich import STOPPING_ERRORS, Budget
+from .landing import fetch_status_frame
+from .storage import Database
+
+LEDGER_SCHEMA = {
+    "batch_id": pl.String, "numeric_batch_id": pl.Int64, "status": pl.String, "idempotency_key": pl.String,
+    "submitted_at": staging.TS, "completed_at": staging.TS, "total_vins": pl.Int32, "processed_vins": pl.Int32,
+    "vins_count": pl.Int32, "vins_chunk": pl.String, "webhook_url": pl.String, "message": pl.String,
+    "fetched_at": staging.TS,
+}
+
+
+@dataclass
+class RecallOutcome:
+    checked: int = 0  # VINs with a landed recall check
+    failed: int = 0
+    pending: int = 0
+    submitted: int = 0  # batches submitted this run
+    resumed: int = 0  # batches from an earlier, interrupted run picked up again
+    units: int = 0
+    calls: int = 0
+    stop_reason: str | None = None
+
+
+@dataclass
+class _Calls:
+    """Collects the client's call records, tagged with the batch they were about."""
+
+    batch_id: str | None = None
+    rows: list[tuple[str, CallRecord, datetime, str | None]] = field(default_factory=list)
+
+    def __call__(self, record: CallRecord) -> None:
+        self.rows.append((uuid.uuid4().hex, record, _now(), self.batch_id))
+
+    def take(self) -> list[tuple[str, CallRecord, datetime, str | None]]:
+        rows, self.rows = self.rows, []
+        return rows
+
+
+def _ledger_row(job: BatchJob | None, **values: Any) -> pl.DataFrame:
+    row = {k: None for k in LEDGER_SCHEMA} | {"fetched_at": _now()}
+    if job is not None:
+        row |= {"batch_id": job.batchId, "numeric_batch_id": job.numericBatchId, "status": job.status_text,
+                "total_vins": job.totalVins, "processed_vins": job.processedVins, "completed_at": job.completedAt}
+    row |= values
+    return pl.DataFrame([row], schema=LEDGER_SCHEMA, orient="row")
+
+
+async def run_recall_batches(
+    db: Database,
+    run_id: str,
+    due_vins: list[str],
+    *,
+    settings: Settings,
+    batches_dir: Path,
+    batch_size: int = 10_000,
+    webhook_url: str | None = None,
+    poll_interval: float = 1.0,
+    budget: Budget | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> RecallOutcome:
+    outcome = RecallOutcome()
+    budget = budget or Budget(None)
+    calls = _Calls()
+    batches_dir.mkdir(parents=True, exist_ok=True)
+    unfinished = db.query("unfinished_recall_batches").to_dicts()
+    in_flight = {vin for entry in unfinished for vin in _chunk_vins(entry)}
+    todo = [v for v in due_vins if v not in in_flight]
+    outcome.resumed = len(unfinished)
+
+    async with AsyncVehicleDataClient(settings, on_call=calls) as client:
+        to_poll: list[tuple[BatchJob, list[str], str]] = []
+        # 1. Entries an interrupted run left behind: resubmit pending ones with their key; poll the rest.
+        for entry in unfinished:
+            vins = _chunk_vins(entry)
+            if entry["batch_id"].startswith("pending:"):
+                job = await _submit(db, run_id, client, calls, vins, entry["idempotency_key"], entry["vins_chunk"], webhook_url, outcome)
+            else:
+                job = BatchJob(batchId=entry["batch_id"], status=entry["status"])
+            if job is not None:
+                to_poll.append((job, vins, entry["vins_chunk"]))
+        # 2. New batches for what is due, each recorded in the ledger before it is sent.
+        for start in range(0, len(todo), batch_size):
+            vins = todo[start : start + batch_size]
+            if outcome.stop_reason or not budget.reserve(len(vins)):
+                outcome.stop_reason = outcome.stop_reason or "max-units reached"
+                outcome.pending += len(todo) - start
+                break
+            key = uuid.uuid4().hex
+            chunk_path = batches_dir / f"{key}.parquet"
+            pl.DataFrame({"vin": vins}).write_parquet(chunk_path)
+            db.land("recall_batches", _ledger_row(None, batch_id=f"pending:{key}", status="submitting",
+                                                  idempotency_key=key, vins_count=len(vins), vins_chunk=str(chunk_path),
+                                                  webhook_url=webhook_url), run_id)
+            job = await _submit(db, run_id, client, calls, vins, key, str(chunk_path), webhook_url, outcome)
+            budget.settle(len(vins), job.totalVins or len(vins) if job else 0)
+            if job is None:
+                outcome.pending += len(vins)
+                continue
+            outcome.submitted += 1
+            to_poll.append((job, vins, str(chunk_path)))
+        # 3. Poll each batch to the end and land its results with the ledger's final status.
+        for job, vins, chunk_path in to_poll:
+            calls.batch_id = job.batchId
+            if await _finish(db, run_id, client, calls, job, vins, poll_interval, outcome):
+                Path(chunk_path).unlink(missing_ok=True)  # landed: the ledger no longer needs the VIN list
+            if on_progress:
+                on_progress(len(vins))
+    return outcome
+
+
+async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url, outcome) -> BatchJob | None:  # noqa: ANN001
+    try:
+        job = await client.submit_recalls_batch(vins, idempotency_key=key, webhook_url=webhook_url)
+    except STOPPING_ERRORS as exc:
+        outcome.stop_reason = f"{exc.status} {exc.message}"
+        _land_calls(db, run_id, calls, outcome)
+        return None
+    except e.VehicleDataError as exc:
+        # The ledger keeps the pending entry and its key: the next run resubmits for free if it went through.
+        outcome.stop_reason = outcome.stop_reason or f"submit failed: {exc}"
+        _land_calls(db, run_id, calls, outcome)
+        return None
+    calls.batch_id = job.batchId
+    frames = {
+        "recall_batches": _ledger_row(job, status=job.status_text, idempotency_key=key, submitted_at=job.createdAt or _now(),
+                                      vins_count=len(vins), vins_chunk=chunk_path, webhook_url=webhook_url),
+        "api_calls": staging.api_calls_frame([(cid, r, at, job.batchId) for cid, r, at, _ in calls.take()]),
+    }
+    _count_calls(frames["api_calls"], outcome)
+    db.land_chunk(frames, run_id)
+    return job
+
+
+async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome) -> bool:  # noqa: ANN001
+    """Poll a batch to its end and land its results; False when it must be resumed later."""
+    try:
+        done = await client.wait_for_recalls_batch(job.batchId, poll_interval=poll_interval)
+        items = []
+        if done.status.has_results or done.status is BatchStatus.FAILED:
+            try:
+                results = await client.recalls_batch_results(job.batchId)
+                items, done = results.data.results, results.data.job.model_copy(update={"status_text": done.status_text})
+            except e.VehicleDataError:
+                items = []
+    except STOPPING_ERRORS as exc:
+        outcome.stop_reason = f"{exc.status} {exc.message}"
+        outcome.pending += len(vins)
+        _land_calls(db, run_id, calls, outcome)
+        return False
+    except (e.VehicleDataError, TimeoutError) as exc:
+        # Still in the ledger as unfinished: the next run polls it again instead of resubmitting.
+        outcome.stop_reason = outcome.stop_reason or f"batch {job.batchId} not finished: {exc}"
+        outcome.pending += len(vins)
+        _land_calls(db, run_id, calls, outcome)
+        return False
+    at = _now()
+    seen = {i.vin for i in items}
+    missing = [v for v in dict.fromkeys(vins) if v not in seen]
+    failures = [{"vin": v, "dataset": "recalls", "status": None, "message": f"batch {job.batchId} ended {done.status_text} without a result for this VIN",
+                 "retryable": True, "attempts": 1, "fetched_at": at} for v in missing]
+    frames = {
+        "recall_checks": staging.recall_checks_from_batch(items, job.batchId, at),
+        "fetch_status": fetch_status_frame("recalls", [(i.vin, at) for i in items], []),
+        "failures": staging.failures_frame(failures),
+        "recall_batches": _ledger_row(done, batch_id=job.batchId, status=done.status_text or done.status.value,
+                                      completed_at=done.completedAt or at, processed_vins=len(items)),
+        "api_calls": staging.api_calls_frame(calls.take()),
+        "raw_responses": staging.raw_responses_frame([{
+            "dataset": "recalls", "vin": None, "batch_id": job.batchId, "endpoint": "recalls-batch-results",
+            "request_params": {"batchId": job.batchId}, "status": 200,
+            "body": {"job": done.model_dump(mode="json", exclude={"batchToken"}), "results": [i.model_dump() for i in items]},
+            "fetched_at": at}]),
+    }
+    _count_calls(frames["api_calls"], outcome)
+    db.land_chunk(frames, run_id)
+    outcome.checked += len(items)
+    outcome.failed += len(missing)
+    return True
+
+
+def _land_calls(db: Database, run_id: str, calls: _Calls, outcome: RecallOutcome) -> None:
+    frame = staging.api_calls_frame(calls.take())
+    _count_calls(frame, outcome)
+    db.land_chunk({"api_calls": frame}, run_id)
+
+
+def _count_calls(frame: pl.DataFrame, outcome: RecallOutcome) -> None:
+    outcome.calls += frame.height
+    outcome.units += int(frame["units"].sum() or 0)
+
+
+def _chunk_vins(entry: dict[str, Any]) -> list[str]:
+    path = entry.get("vins_chunk")
+    return pl.read_parquet(path)["vin"].to_list() if path and Path(path).is_file() else []
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,139 @@
+"""The refresh's Prefect tasks. Each is chunk-sized and takes and returns small values.
+
+The work itself lives in plain modules (ingest, plan, enrich, recall_batches,
+recall_details, landing); these wrappers open the process's one database
+connection, read the service settings from the environment (never from
+parameters, so the key is not recorded in Prefect), and report progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NONE
+
+from connectors import Settings
+
+from . import progress
+from .enrich import Budget, fetch_chunk
+from .ingest import read_fleet
+from .landing import land_enrichment
+from .plan import make_plan, parse_freshness, read_slice
+from .recall_batches import run_recall_batches
+from .recall_details import fetch_recall_details
+from .storage import open_database
+from .summary import summary_markdown
+
+TASK = dict(cache_policy=NONE, persist_result=False, retries=0)
+_RUN_DATASET_COLUMNS = {
+    **{k: pl.Int64 for k in ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",
+                             "pending", "units", "calls")},
+    "stop_reason": pl.String,
+}
+
+
+def staging_dir(db_path: str, run_id: str) -> Path:
+    return Path(db_path).resolve().parent / "staging" / run_id
+
+
+def batches_dir(db_path: str) -> Path:
+    """Batch VIN lists outlive a run: an interrupted batch is resumed by the next one."""
+    return Path(db_path).resolve().parent / "staging" / "recall_batches"
+
+
+@task(name="ingest-fleet", **TASK)
+def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | None, parameters: dict) -> dict[str, int]:
+    """Read the fleet file(s) and land the roster and rejected rows; nothing lands if a file is unusable."""
+    reporter = progress.current()
+    reporter.start("ingest", "Reading fleet files", 1)
+    result = read_fleet(paths, vin_column=vin_column)
+    with open_database(db_path) as db:
+        db.start_run("refresh", [str(f) for f in result.files] or paths, parameters, run_id=run_id)
+        db.land_chunk({"vehicles": result.roster, "rejected_rows": result.rejected}, run_id)
+    reporter.finish("ingest")
+    get_run_logger().info("ingested %s", result.summary())
+    return result.summary()
+
+
+@task(name="plan-refresh", **TASK)
+def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None) -> dict:
+    with open_database(db_path) as db:
+        plan = make_plan(db, run_id, datasets, staging_dir(db_path, run_id), force=force, freshness=parse_freshness(freshness))
+    reporter = progress.current()
+    for name, d in plan.datasets.items():
+        if name != "recalls" and d.due:
+            reporter.start(name, f"Fetching {name}", d.due)
+    return plan.to_dict()
+
+
+@task(name="check-recalls", **TASK)
+def check_recalls(db_path: str, run_id: str, due_path: str | None, batch_size: int, webhook_url: str | None,
+                  budget_left: int | None) -> dict[str, Any]:
+    vins = [r["vin"] for r in read_slice(due_path)] if due_path else []
+    reporter = progress.current()
+    reporter.start("recalls", "Recall batches", len(vins))
+    with open_database(db_path) as db:
+        outcome = asyncio.run(run_recall_batches(
+            db, run_id, vins, settings=Settings.from_env(), batches_dir=batches_dir(db_path), batch_size=batch_size,
+            webhook_url=webhook_url, budget=Budget(budget_left), on_progress=lambda n: reporter.advance("recalls", n),
+        ))
+    get_run_logger().info("recall batches: %s", outcome)
+    return vars(outcome)
+
+
+@task(name="fetch-recall-details", **TASK)
+def recall_details(db_path: str, run_id: str, budget_left: int | None, concurrency: int) -> dict[str, Any]:
+    reporter = progress.current()
+    with open_database(db_path) as db:
+        due = db.query("recall_details_due", run_id=run_id).height
+        reporter.start("recall_details", "Recall campaign details", due)
+        outcome = asyncio.run(fetch_recall_details(
+            db, run_id, settings=Settings.from_env(), budget=Budget(budget_left), concurrency=concurrency,
+            on_progress=lambda n: reporter.advance("recall_details", n),
+        ))
+    get_run_logger().info("recall details: %s", outcome)
+    return vars(outcome)
+
+
+@task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
+def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str, offset: int, length: int,
+                        concurrency: int, budget_left: int | None) -> dict[str, Any]:
+    """Fetch one dataset for one chunk of due VINs and land it in one transaction."""
+    rows = read_slice(due_path, offset, length)
+    reporter = progress.current()
+    result = asyncio.run(fetch_chunk(
+        dataset, rows, settings=Settings.from_env(), concurrency=concurrency, budget=Budget(budget_left),
+        on_progress=lambda n: reporter.advance(dataset, n),
+    ))
+    with open_database(db_path) as db:
+        land_enrichment(db, run_id, result)
+    counts = {"found": len(result.found), "no_data": len(result.no_data), "failed": len(result.failed),
+              "pending": len(result.pending), "calls": len(result.calls), "units": result.units,
+              "stop_reason": result.stop_reason}
+    get_run_logger().info("%s %d+%d: %s", dataset, offset, length, counts)
+    return counts
+
+
+@task(name="finish-run", **TASK)
+def finish_refresh(db_path: str, run_id: str, summary: dict[str, Any], lake: str | None) -> dict[str, Any]:
+    """Record the run and its per-dataset figures, export the lake, publish the summary artifact."""
+    rows = [{"dataset": name, **{k: d.get(k) for k in _RUN_DATASET_COLUMNS}} for name, d in summary["datasets"].items()]
+    with open_database(db_path) as db:
+        if rows:
+            db.land("run_datasets", pl.DataFrame(rows, schema={"dataset": pl.String, **_RUN_DATASET_COLUMNS}), run_id)
+        db.finish_run(run_id, summary["status"], counts=summary["ingest"], units_used=summary["units"],
+                      message=summary.get("message"))
+        if lake and summary["status"] not in ("planned", "refused"):
+            db.export_parquet(lake)
+    shutil.rmtree(staging_dir(db_path, run_id), ignore_errors=True)  # due lists are per run
+    create_markdown_artifact(markdown=summary_markdown(summary), key="fleet-refresh-summary",
+                             description=f"fleet refresh {run_id}")
+    return summary
+
+
