@@ -31,13 +31,24 @@ class Settings:
 
     @classmethod
     def from_env(cls, env_file: str | Path | None = ".env", **overrides: object) -> "Settings":
-        """Read `VDS_API_KEY` and `VDS_BASE_URL` from the environment, else from `.env`."""
+        """Read `VDS_API_KEY` and `VDS_BASE_URL` from the environment, else from `.env`.
+
+        Also `VDS_MAX_RETRIES` (transient retries per call) and `VDS_MAX_RETRY_AFTER` (cap, in
+        seconds, on how long a server-sent Retry-After is honoured).
+        """
         file_values = dotenv_values(env_file) if env_file and Path(env_file).is_file() else {}
 
         def pick(name: str) -> str | None:
             return os.environ.get(name) or file_values.get(name) or None
 
         settings = cls(api_key=pick("VDS_API_KEY"), base_url=pick("VDS_BASE_URL"))
+        retry = {}
+        if pick("VDS_MAX_RETRIES"):
+            retry["max_retries"] = int(pick("VDS_MAX_RETRIES") or 0)
+        if pick("VDS_MAX_RETRY_AFTER"):
+            retry["max_retry_after"] = float(pick("VDS_MAX_RETRY_AFTER") or 0)
+        if retry:
+            settings = replace(settings, retry=replace(settings.retry, **retry))
         return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
 
     @property

@@ -1,0 +1,133 @@
+"""The refresh flow against the sandbox: exact plans, no double spending, stops, faults."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from connectors.sandbox import FaultConfig
+from flows.refresh import refresh_fleet
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+
+ALL = ["specs", "market_value", "history", "lien_theft", "recalls"]
+PER_VIN_ENDPOINT = {"specs": "/specs", "market_value": "/v2/marketvalue", "history": "/history", "lien_theft": "/v1/lien-theft"}
+
+
+def run(fleet, db, **kw):
+    kw.setdefault("lake", None)
+    kw.setdefault("chunk_size", 16)
+    return refresh_fleet([fleet], db=db, **kw)
+
+
+def test_plan_and_its_estimate_are_exact_and_a_second_run_spends_nothing(service, fleet_file, db_path, read, tmp_path):
+    sandbox = service()
+    fleet = fleet_file(40)
+    planned = run(fleet, db_path, dry_run=True)
+    assert planned["status"] == "planned"
+    assert sandbox.count() == 0  # a dry run makes no call
+    assert {d: planned["datasets"][d]["planned"] for d in ALL} == {d: 40 for d in ALL}
+    assert planned["estimated_units"] == 5 * 40  # 4 per-VIN lookups + 1 batch unit per VIN
+
+    done = run(fleet, db_path, lake=str(tmp_path / "lake"))
+    assert done["status"] == "completed"
+    for dataset, endpoint in PER_VIN_ENDPOINT.items():
+        assert sandbox.count(endpoint) == done["datasets"][dataset]["planned"] == 40  # one call per due VIN, no more
+    assert sandbox.count("/v1/recalls-batch/submit") == 1
+    assert sandbox.units(os.environ["VDS_API_KEY"], "recalls") >= 40
+    # What we recorded as spent is what the service billed, call for call.
+    spent = read(db_path, "SELECT sum(units), count(*) FROM api_calls")[0]
+    assert spent == (sum(u["units"] for u in sandbox.stats()["units"]), sandbox.count())
+    assert done["units"] == spent[0]
+    nothing_lost = read(db_path, "SELECT dataset, count(*) FROM fetch_status GROUP BY ALL ORDER BY ALL")
+    assert nothing_lost == sorted((d, 40) for d in ALL)
+
+    before = sandbox.count()
+    again = run(fleet, db_path)
+    assert sandbox.count() == before  # fresh answers are not asked for again
+    assert again["units"] == 0 and again["calls"] == 0
+    assert all(d["skipped_fresh"] == 40 for d in again["datasets"].values())
+
+
+def test_force_refetches_and_valuations_keep_history(service, fleet_file, db_path, read):
+    sandbox = service()
+    fleet = fleet_file(10)
+    run(fleet, db_path, datasets=["market_value"])
+    run(fleet, db_path, datasets=["market_value"], force=True)
+    assert sandbox.count("/v2/marketvalue") == 20
+    # The same day and request replaces the valuation; the fetch log still shows both runs' calls.
+    assert read(db_path, "SELECT count(DISTINCT run_id) FROM api_calls")[0][0] == 2
+
+
+def test_quota_stop_leaves_the_rest_pending_and_the_next_run_takes_them(service, fleet_file, db_path, read):
+    sandbox = service("test_quota_12")
+    fleet = fleet_file(40)
+    first = run(fleet, db_path, datasets=["specs"], chunk_size=8, concurrency=4)
+    specs = first["datasets"]["specs"]
+    assert first["status"] == "partial"
+    assert "429" in specs["stop_reason"]
+    assert specs["found"] == 12
+    assert specs["failed"] == 0 and read(db_path, "SELECT count(*) FROM failures")[0][0] == 0  # pending, not failed
+    assert specs["found"] + specs["no_data"] + specs["pending"] == 40
+    landed = read(db_path, "SELECT count(*) FROM fetch_status WHERE dataset = 'specs'")[0][0]
+    assert landed == specs["found"] + specs["no_data"]
+
+    service("another_standard_key")
+    before = sandbox.count("/specs", key="another_standard_key")
+    second = run(fleet, db_path, datasets=["specs"], chunk_size=8)
+    assert second["datasets"]["specs"]["planned"] == specs["pending"]
+    assert sandbox.count("/specs", key="another_standard_key") - before == specs["pending"]
+    assert second["status"] == "completed"
+
+
+def test_credit_stop_spends_nothing_more(service, fleet_file, db_path, read):
+    sandbox = service("test_prepaid_5")
+    fleet = fleet_file(20)
+    result = run(fleet, db_path, datasets=["history"], chunk_size=5, concurrency=1)
+    history = result["datasets"]["history"]
+    assert "402" in history["stop_reason"]
+    assert history["found"] == 5 and history["failed"] == 0
+    assert history["pending"] == 20 - history["found"] - history["no_data"]
+    assert sandbox.units("test_prepaid_5") == 5
+
+
+def test_max_units_refuses_a_plan_that_costs_more(service, fleet_file, db_path):
+    sandbox = service()
+    result = run(fleet_file(10), db_path, max_units=49)  # 5 datasets x 10 VINs = 50 units
+    assert result["status"] == "refused" and "50" in result["message"]
+    assert sandbox.count() == 0
+
+
+def test_faults_at_ten_percent_still_land_every_vin(service, fleet_file, db_path, read):
+    sandbox = service()
+    sandbox.set_faults(FaultConfig(rate=0.06, statuses=[502, 503, 504], drop_rate=0.02, malformed_rate=0.02,
+                                   retry_after_seconds=0, seed=11))
+    result = run(fleet_file(30), db_path, chunk_size=10)
+    assert sandbox.count(status=502) + sandbox.count(status=503) + sandbox.count(status=504) + sandbox.count(status=0) > 0
+    assert result["status"] == "completed"
+    assert read(db_path, "SELECT count(*) FROM fetch_status")[0][0] == 30 * 5
+    assert read(db_path, "SELECT count(*) FROM failures")[0][0] == 0
+    retried = read(db_path, "SELECT count(*) FROM api_calls WHERE attempt > 1")[0][0]
+    assert retried > 0
+
+
+def test_failures_land_with_reasons_and_are_retried_next_run(service, fleet_file, db_path, read, tmp_path, monkeypatch):
+    sandbox = service()
+    monkeypatch.setenv("VDS_MAX_RETRY_AFTER", "0")  # the sandbox asks for 60 s between retries
+    import polars as pl
+
+    fleet = fleet_file(5)
+    rows = pl.read_csv(fleet, infer_schema=False)
+    broken = "1HGCM82693A000502"  # valid check digit; the sandbox answers 502 for it, always
+    vin_col = next(c for c in rows.columns if c.lower() == "vin")
+    rows = pl.concat([rows, rows.head(1).with_columns(pl.lit(broken).alias(vin_col))])
+    path = tmp_path / "with_broken.csv"
+    rows.write_csv(path)
+    first = refresh_fleet([str(path)], db=db_path, lake=None, datasets=["specs"])
+    assert first["datasets"]["specs"]["failed"] == 1
+    failure = read(db_path, "SELECT vin, dataset, status, retryable, attempts FROM failures")
+    assert failure == [(broken, "specs", 502, True, 5)]  # 1 + 4 retries, then recorded
+    refresh_fleet([str(path)], db=db_path, lake=None, datasets=["specs"])
+    assert sandbox.count("/specs") == 5 + 5 + 5  # the good VINs once; the broken one 5 attempts, twice
+    assert read(db_path, "SELECT attempts FROM failures")[0][0] == 10
