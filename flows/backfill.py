@@ -1,0 +1,229 @@
+"""`fleet backfill`: fetch chosen datasets again for chosen VINs or a run's failures; or re-parse.
+
+Two flows that only orchestrate:
+- `backfill_fleet` stages the VINs (given, or open failures of a run or of every run) and runs
+  the refresh's own chunk task over them, then records the run like a refresh does;
+- `reparse_raw_responses` rebuilds tables from `raw_responses` without calling the service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
+
+from .target import service_settings
+
+DEFAULT_DB = "data/fleet.duckdb"
+DEFAULT_LAKE = "data/lake"
+REPARSE_DATASETS = ("specs", "market_value", "history", "lien_theft", "ownership", "recalls")
+_FLOWS = {
+    "backfill_fleet": dict(name="fleet-backfill", persist_result=False, log_prints=False),
+    "reparse_raw_responses": dict(name="fleet-reparse", persist_result=False, log_prints=False),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """`backfill_fleet` and `reparse_raw_responses` become Prefect flows on first use.
+
+    Prefect reads its settings (log level included) when imported; `fleet` decides them after
+    parsing arguments, and `fleet status` needs no Prefect at all, so this module must not import it.
+    """
+    if name not in _FLOWS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from prefect import flow
+
+    built = flow(**_FLOWS[name])(globals()[f"_{name}"])
+    globals()[name] = built
+    return built
+
+
+def _backfill_fleet(
+    db: str = DEFAULT_DB,
+    lake: str | None = DEFAULT_LAKE,
+    datasets: list[str] | None = None,
+    vins: list[str] | None = None,
+    failures_of: str | None = None,
+    all_failures: bool = False,
+    max_units: int | None = None,
+    chunk_size: int = 500,
+    concurrency: int = 32,
+    run_id: str | None = None,
+) -> dict[str, Any]:
+    """Fetch `datasets` again for `vins`, or for the open failures of run `failures_of` (or of every run)."""
+    from tasks.backfill import FETCHED_AS, plan_backfill, record_recall_checks
+    from tasks.plan import Plan
+    from tasks.refresh import fetch_dataset_chunk, finish_refresh
+
+    from .refresh import ORDER, _add, _left, _start_summary, new_run_id
+
+    run_id = run_id or new_run_id()
+    by_failures = vins is None
+    chosen = list(datasets or (ALL_DATASETS if by_failures else DEFAULT_DATASETS))
+    parameters = {"datasets": chosen, "vins": len(vins) if vins is not None else None, "failures_of": failures_of,
+                  "all_failures": all_failures, "max_units": max_units, "chunk_size": chunk_size}
+    plan = Plan.from_dict(plan_backfill(db, run_id, chosen, vins, failures_of, all_failures, parameters))
+    if by_failures and not datasets:  # only the datasets that had failures
+        plan.datasets = {k: d for k, d in plan.datasets.items() if d.due}
+    summary = _start_summary(run_id, _vin_counts(plan), plan)
+    summary["kind"] = "backfill"
+
+    budget = max_units
+    for dataset in (d for d in ORDER if d in plan.datasets):
+        due, counts = plan.datasets[dataset], summary["datasets"][dataset]
+        for offset, length in due.chunks(chunk_size):
+            if counts["stop_reason"]:
+                counts["pending"] += length
+                continue
+            result = fetch_dataset_chunk(db, run_id, FETCHED_AS.get(dataset, dataset), due.path, offset, length,
+                                         concurrency, budget)
+            _add(counts, **{k: v for k, v in result.items() if k != "stop_reason"})
+            counts["stop_reason"] = counts["stop_reason"] or result["stop_reason"]
+            budget = _left(budget, result["units"])
+    if "recalls" in plan.datasets and plan.datasets["recalls"].due:
+        record_recall_checks(db, run_id)
+
+    for counts in summary["datasets"].values():
+        _add(summary, calls=counts["calls"], units=counts["units"])
+    unfinished = any(c["failed"] or c["pending"] for c in summary["datasets"].values())
+    summary["status"] = "partial" if unfinished else "completed"
+    return finish_refresh(db, run_id, summary, lake)
+
+
+def _reparse_raw_responses(
+    db: str = DEFAULT_DB,
+    datasets: list[str] | None = None,
+    lake: str | None = None,
+    chunk_size: int = 1000,
+    run_id: str | None = None,
+) -> dict[str, Any]:
+    """Rebuild the tables of `datasets` from stored raw answers (after a model or schema change); no HTTP call."""
+    from tasks.backfill import reparse_chunk, start_reparse
+    from tasks.refresh import finish_refresh
+
+    from .refresh import _add, new_run_id
+
+    run_id = run_id or new_run_id()
+    chosen = list(datasets or REPARSE_DATASETS)
+    held = start_reparse(db, run_id, chosen, {"datasets": chosen, "chunk_size": chunk_size})
+    summary: dict[str, Any] = {
+        "run_id": run_id, "kind": "reparse", "status": "running", "ingest": {}, "estimated_units": 0, "units": 0,
+        "calls": 0, "datasets": {}, "message": None,
+    }
+    skipped = 0
+    for dataset in chosen:
+        counts = {"roster": held[dataset], "skipped_fresh": 0, "planned": held[dataset], "estimated_units": 0,
+                  "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "stop_reason": None}
+        for offset in range(0, held[dataset], chunk_size):
+            parsed = reparse_chunk(db, dataset, offset, min(chunk_size, held[dataset] - offset))
+            _add(counts, found=parsed["found"], no_data=parsed["skipped"], failed=parsed["failed"])
+            skipped += parsed["skipped"]
+        summary["datasets"][dataset] = counts
+    if skipped:
+        summary["message"] = (f"{skipped} stored answers not re-parsed (model-wide recall listings: "
+                              "which VINs they settled is not part of the answer)")
+    failed = sum(d["failed"] for d in summary["datasets"].values())
+    summary["status"] = "partial" if failed else "completed"
+    return finish_refresh(db, run_id, summary, lake)
+
+
+def _vin_counts(plan: Any) -> dict[str, int]:
+    # A backfill reads no file: its "rows in" are the VINs it was asked to fetch, per dataset at most.
+    vins = max((d.due for d in plan.datasets.values()), default=0)
+    return {"rows_in": vins, "valid": vins, "duplicates": 0, "rejected": 0}
+
+
+# -- the command --------------------------------------------------------------------------------
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("backfill", help="fetch chosen datasets again for chosen VINs or failures; or re-parse")
+    p.add_argument("--db", default=DEFAULT_DB)
+    p.add_argument("--lake", default=DEFAULT_LAKE, help="Parquet export folder ('' to skip)")
+    p.add_argument("--datasets", help=f"comma-separated, from: {', '.join(ALL_DATASETS)} "
+                                      "(default: those with failures, or all but ownership for --vins)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--vins", action="append", default=[], metavar="VIN,...", help="VINs (repeatable)")
+    which.add_argument("--vins-file", metavar="PATH", help="text/CSV file (one VIN a line or a 'vin' column) or Parquet")
+    which.add_argument("--failures-of", metavar="RUN_ID", help="the open failures of this run")
+    which.add_argument("--failures", action="store_true", help="every open failure, of every run")
+    p.add_argument("--reparse", action="store_true",
+                   help="rebuild tables from stored raw responses (no call to the service)")
+    p.add_argument("--max-units", type=int, help="stop cleanly once this many units are spent")
+    p.add_argument("--chunk-size", type=int, default=500)
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(run=run_backfill)
+
+
+def run_backfill(args: argparse.Namespace) -> int:
+    from tasks import progress
+    from tasks.backfill import check_vins, read_vins_file
+    from tasks.storage import DatabaseError, open_database
+    from tasks.summary import print_summary
+
+    datasets = [d.strip() for d in (args.datasets or "").split(",") if d.strip()] or None
+    allowed = REPARSE_DATASETS if args.reparse else ALL_DATASETS
+    unknown = [d for d in datasets or [] if d not in allowed]
+    if unknown:
+        return _fail(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(allowed)}")
+    chosen = [bool(args.vins), bool(args.vins_file), bool(args.failures_of), args.failures]
+    if args.reparse and any(chosen):
+        return _fail("--reparse re-parses every stored answer of the datasets; it takes no VINs or failures")
+    if not args.reparse and not any(chosen):
+        return _fail("choose VINs: --vins, --vins-file, --failures-of RUN_ID or --failures (or --reparse)")
+    needs_db = args.reparse or args.failures_of or args.failures
+    if needs_db and not Path(args.db).is_file():
+        return _fail(f"{args.db}: no such database (run `fleet refresh` first)")
+
+    vins = None
+    try:
+        given = [v for item in args.vins for v in item.split(",") if v.strip()]
+        if args.vins_file:
+            given = read_vins_file(args.vins_file)
+        with open_database(args.db) as db:
+            if args.vins or args.vins_file:
+                vins, refused = check_vins(db, given)
+                if refused:
+                    return _fail("not on the roster and not valid VINs: "
+                                 + ", ".join(f"{raw} ({reason})" for raw, reason in refused))
+                if not vins:
+                    return _fail("no VINs given")
+            if args.failures_of and not db.query("run_started_at", run_id=args.failures_of).height:
+                return _fail(f"no run {args.failures_of!r} in {args.db}")
+    except (ValueError, DatabaseError) as exc:
+        return _fail(str(exc))
+
+    bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
+    try:
+        # Re-parsing calls nothing, so it needs no service (and starts no sandbox).
+        target = contextlib.nullcontext() if args.reparse else service_settings()
+        with target, (bars or contextlib.nullcontext()):
+            if bars:
+                progress.use(bars)
+            flows = sys.modules[__name__]
+            if args.reparse:
+                summary = flows.reparse_raw_responses(args.db, datasets, lake=args.lake or None, chunk_size=args.chunk_size)
+            else:
+                summary = flows.backfill_fleet(
+                    args.db, args.lake or None, datasets, vins=vins, failures_of=args.failures_of,
+                    all_failures=args.failures, max_units=args.max_units, chunk_size=args.chunk_size,
+                    concurrency=args.concurrency,
+                )
+    except (DatabaseError, ValueError) as exc:
+        return _fail(str(exc))
+    finally:
+        progress.use(progress.Silent())
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print_summary(summary)
+    return 0
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2

@@ -1,0 +1,95 @@
+"""`fleet serve`: the refresh flow as scheduled Prefect deployments, served from this process.
+
+Two deployments of `refresh_fleet` over the same fleet file and database (the same ones
+`prefect.yaml` describes for a work pool):
+- `weekly-recalls`: recalls only, every Monday 06:00 UTC by default;
+- `monthly-values`: specs, market values, history and lien/theft on the 1st at 06:00 UTC.
+  Specs are fresh for a year, so monthly they cost only for VINs new to the fleet.
+Freshness still applies inside each run: a schedule never pays twice for a fresh answer.
+The runner takes one flow run at a time (`limit=1`): DuckDB allows one writer, and both
+schedules fall on the same hour when the 1st is a Monday.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from tasks.plan import ALL_DATASETS
+
+RECALLS_CRON = "0 6 * * 1"
+VALUES_CRON = "0 6 1 * *"
+RECALL_DATASETS = ["recalls"]
+VALUE_DATASETS = ["specs", "market_value", "history", "lien_theft"]
+TIMEZONE = "UTC"
+
+
+def build_deployments(
+    fleet_file: str,
+    db: str = "data/fleet.duckdb",
+    lake: str | None = "data/lake",
+    *,
+    recalls_cron: str = RECALLS_CRON,
+    values_cron: str = VALUES_CRON,
+    value_datasets: list[str] | None = None,
+    timezone: str = TIMEZONE,
+) -> list[Any]:
+    """The two `RunnerDeployment`s; paths are made absolute so a run does not depend on the working directory."""
+    from prefect.schedules import Cron
+
+    from .refresh import refresh_fleet
+
+    value_datasets = list(value_datasets or VALUE_DATASETS)
+    unknown = [d for d in value_datasets if d not in ALL_DATASETS]
+    if unknown:
+        raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")
+    common = {"paths": [str(Path(fleet_file).resolve())], "db": str(Path(db).resolve()),
+              "lake": str(Path(lake).resolve()) if lake else None}
+    plans = [
+        ("weekly-recalls", recalls_cron, RECALL_DATASETS, "Re-check the fleet's recalls (one batch per 10,000 VINs)."),
+        ("monthly-values", values_cron, value_datasets, "Refresh values, history and lien/theft; decode new VINs."),
+    ]
+    return [
+        refresh_fleet.to_deployment(
+            name=name, schedule=Cron(cron, timezone=timezone), parameters={**common, "datasets": list(datasets)},
+            description=description, tags=["fleet"],
+        )
+        for name, cron, datasets, description in plans
+    ]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve the scheduled refresh deployments (weekly recalls, monthly values)")
+    p.add_argument("fleet_file", metavar="FLEET_FILE", help="the fleet file (CSV/Parquet) each scheduled run reads")
+    p.add_argument("--db", default="data/fleet.duckdb")
+    p.add_argument("--lake", default="data/lake", help="Parquet export folder ('' to skip)")
+    p.add_argument("--recalls-cron", default=RECALLS_CRON, help=f"recalls schedule (default '{RECALLS_CRON}')")
+    p.add_argument("--values-cron", default=VALUES_CRON, help=f"values schedule (default '{VALUES_CRON}')")
+    p.add_argument("--datasets", default=",".join(VALUE_DATASETS),
+                   help=f"datasets of the monthly deployment (default: {','.join(VALUE_DATASETS)})")
+    p.add_argument("--timezone", default=TIMEZONE, help="time zone of both schedules (default UTC)")
+    p.set_defaults(run=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from .target import service_settings
+
+    if not Path(args.fleet_file).exists():
+        print(f"error: {args.fleet_file}: no such file", file=sys.stderr)
+        return 2
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    try:
+        deployments = build_deployments(args.fleet_file, args.db, args.lake or None, recalls_cron=args.recalls_cron,
+                                        values_cron=args.values_cron, value_datasets=datasets, timezone=args.timezone)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from prefect import serve
+
+    # Flow runs inherit this process's environment: the key (or the embedded sandbox's URL) travels there,
+    # never as a deployment parameter.
+    with service_settings():
+        serve(*deployments, limit=1)
+    return 0

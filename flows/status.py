@@ -1,0 +1,119 @@
+"""`fleet status`: where the pipeline stands, read from the database alone.
+
+Last runs, units spent per endpoint this calendar month (UTC), per dataset the roster
+VINs never answered (pending) and the open failures, and recall batches still in flight.
+It calls no service and starts no Prefect: it only reads DuckDB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tasks.plan import DEFAULT_DATASETS
+
+BATCH_COLUMNS = ("batch_id", "status", "submitted_at", "total_vins", "processed_vins", "vins_count", "run_id", "fetched_at")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="last runs, units spent this month, pending and failed VINs, batches in flight")
+    p.add_argument("--db", default="data/fleet.duckdb")
+    p.add_argument("--runs", type=int, default=10, help="how many recent runs to show")
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+    p.set_defaults(run=run_status)
+
+
+def month_start(now: datetime | None = None) -> datetime:
+    now = now or datetime.now(timezone.utc)
+    return now.astimezone(timezone.utc).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> dict[str, Any]:
+    """The status as plain values (what `--json` prints)."""
+    from tasks.storage import open_database
+
+    since = month_start(now)
+    with open_database(db_path) as db:
+        recent = db.query("status_recent_runs", limit=runs).to_dicts()
+        spent = db.query("units_by_endpoint_since", since=since).to_dicts()
+        datasets = db.query("status_by_dataset", datasets=list(DEFAULT_DATASETS)).to_dicts()
+        batches = db.query("unfinished_recall_batches").select(BATCH_COLUMNS).to_dicts()
+    return {
+        "database": str(db_path),
+        "runs": recent,
+        "month": f"{since:%Y-%m}",
+        "units_this_month": spent,
+        "units_this_month_total": sum(r["units"] for r in spent),
+        "calls_this_month_total": sum(r["calls"] for r in spent),
+        "datasets": datasets,
+        "recall_batches_in_flight": batches,
+    }
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from tasks.storage import DatabaseError
+
+    if not Path(args.db).is_file():
+        print(f"error: {args.db}: no such database (run `fleet refresh` first, or pass --db)", file=sys.stderr)
+        return 2
+    try:
+        status = fleet_status(args.db, args.runs)
+    except DatabaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(status, indent=2, default=str))
+    else:
+        print_status(status)
+    return 0
+
+
+def print_status(status: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if Console().is_terminal else 140)
+
+    def table(title: str, headers: list[str], rows: list[list[Any]], empty: str) -> None:
+        if not rows:
+            console.print(f"[bold]{title}[/bold]: {empty}")
+            return
+        t = Table(title=title, title_justify="left")
+        for i, h in enumerate(headers):
+            t.add_column(h, justify="left" if i == 0 else "right")
+        for r in rows:
+            t.add_row(*["" if v is None else _text(v) for v in r])
+        console.print(t)
+
+    table(f"Last runs ({status['database']})",
+          ["run", "kind", "status", "started", "took", "VINs", "rejected", "calls", "units"],
+          [[r["run_id"], r["kind"], r["status"], r["started_at"], _took(r), r["valid"], r["rejected"], r["calls"],
+            r["units"]] for r in status["runs"]], "no runs yet")
+    table(f"Units spent in {status['month']} (UTC): {status['units_this_month_total']} units, "
+          f"{status['calls_this_month_total']} calls",
+          ["endpoint", "calls", "failed calls", "units"],
+          [[r["endpoint"], r["calls"], r["failed_calls"], r["units"]] for r in status["units_this_month"]],
+          "no calls this month")
+    table("Datasets (pending = roster VINs never answered; failed = open failures)",
+          ["dataset", "roster", "answered", "pending", "failed", "of which retryable", "last answer"],
+          [[r["dataset"], r["roster"], r["answered"], r["pending"], r["failed"], r["failed_retryable"],
+            r["last_fetched_at"]] for r in status["datasets"]], "no roster yet")
+    table("Recall batches in flight", ["batch", "status", "submitted", "VINs", "processed", "run"],
+          [[r["batch_id"], r["status"], r["submitted_at"], r["total_vins"] or r["vins_count"], r["processed_vins"],
+            r["run_id"]] for r in status["recall_batches_in_flight"]], "none")
+
+
+def _took(run: dict[str, Any]) -> str | None:
+    if not run.get("finished_at") or not run.get("started_at"):
+        return None
+    return f"{(run['finished_at'] - run['started_at']).total_seconds():.0f}s"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, datetime):
+        return f"{value.astimezone(timezone.utc):%Y-%m-%d %H:%M}Z"
+    return str(value)

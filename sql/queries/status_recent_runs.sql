@@ -1,0 +1,7 @@
+-- The latest $limit runs with what they spent.
+SELECT r.run_id, r.kind, r.status, r.started_at, r.finished_at, r.rows_in, r.valid, r.rejected,
+       CAST(coalesce(r.units_used, c.units, 0) AS BIGINT) AS units, coalesce(c.calls, 0) AS calls, r.message
+FROM runs AS r
+LEFT JOIN (SELECT run_id, count(*) AS calls, sum(units) AS units FROM api_calls GROUP BY run_id) AS c USING (run_id)
+ORDER BY r.started_at DESC, r.run_id DESC
+LIMIT $limit;
