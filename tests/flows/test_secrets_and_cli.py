@@ -1,0 +1,95 @@
+"""The key never reaches the database, the lake, the logs or the artifacts; the CLI says what it used."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from flows.cli import main
+from flows.refresh import refresh_fleet
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+SECRET = "sk_live_LEAKCANARY_5f2e9a"
+
+
+def _files_containing(root: Path, needle: bytes) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
+
+
+async def _prefect_texts() -> str:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter
+
+    async with get_client() as client:
+        logs, offset = [], 0
+        while offset < 20_000:  # the API pages at 200
+            page = await client.read_logs(log_filter=LogFilter(), limit=200, offset=offset)
+            logs += page
+            offset += 200
+            if len(page) < 200:
+                break
+        artifacts = await client.read_artifacts(limit=200)
+        runs = await client.read_flow_runs(limit=200)
+    parts = [log.message for log in logs]
+    parts += [json.dumps(a.data, default=str) + str(a.description) for a in artifacts]
+    parts += [json.dumps(r.parameters, default=str) for r in runs]
+    return "\n".join(parts)
+
+
+def test_the_key_is_absent_from_db_lake_logs_and_artifacts(sandbox, fleet_file, tmp_path, monkeypatch, caplog, capfd):
+    monkeypatch.setenv("VDS_BASE_URL", sandbox.url)
+    monkeypatch.setenv("VDS_API_KEY", SECRET)
+    caplog.set_level(logging.DEBUG)
+    db, lake = tmp_path / "fleet.duckdb", tmp_path / "lake"
+    summary = refresh_fleet([fleet_file(12)], db=str(db), lake=str(lake), datasets=["specs", "recalls", "history"])
+    assert summary["units"] > 0 and sandbox.count(key=SECRET) > 0  # the key was used...
+    assert any("HTTP Request" in r.getMessage() for r in caplog.records)  # ...and request logs were scanned
+    out, err = capfd.readouterr()
+    assert SECRET not in out + err
+    assert SECRET not in "\n".join(r.getMessage() for r in caplog.records)
+    assert _files_containing(tmp_path, SECRET.encode()) == []  # DuckDB file, WAL, lake, staging
+    assert list(lake.rglob("*.parquet"))
+    prefect_texts = asyncio.run(_prefect_texts())
+    assert "Fleet refresh" in prefect_texts  # the summary artifact is there
+    assert SECRET not in prefect_texts
+
+
+def test_cli_uses_the_embedded_sandbox_and_prints_the_plan(fleet_file, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("VDS_API_KEY", raising=False)
+    monkeypatch.delenv("VDS_BASE_URL", raising=False)
+    db = tmp_path / "fleet.duckdb"
+    code = main(["refresh", fleet_file(8), "--db", str(db), "--dry-run", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert err.count("using the embedded sandbox") == 1
+    summary = json.loads(out)
+    assert summary["status"] == "planned" and summary["estimated_units"] == 8 * 5
+
+
+def test_cli_refuses_unusable_files_with_one_clear_message(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("VDS_API_KEY", raising=False)
+    monkeypatch.delenv("VDS_BASE_URL", raising=False)
+    bad = tmp_path / "no_vins.csv"
+    bad.write_text("unit,plate\n1,ABC\n")
+    db = tmp_path / "fleet.duckdb"
+    code = main(["refresh", str(bad), "--db", str(db)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "no_vins.csv" in err and "VIN" in err
+    assert "Traceback" not in err
+
+
+def test_cli_lookup_prints_a_table_or_json_and_fails_cleanly(capsys, monkeypatch):
+    monkeypatch.delenv("VDS_API_KEY", raising=False)
+    monkeypatch.delenv("VDS_BASE_URL", raising=False)
+    assert main(["lookup", "recalls-ymm", "2019", "Toyota", "Camry"]) == 0
+    assert "recall_count" in capsys.readouterr().out
+    assert main(["lookup", "specs", "1HGCM82633A004352", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["attributes"]["make"] and answer["input"]["key"] == "[redacted]"
+    assert main(["lookup", "market-value", "1HGCM82633A004352", "--condition", "mint"]) == 1
+    assert "Invalid condition" in capsys.readouterr().err
