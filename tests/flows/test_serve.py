@@ -1,0 +1,80 @@
+"""`fleet serve` builds two scheduled deployments of the refresh flow; `prefect.yaml` describes the same
+two for a work pool. Nothing is served here (that would run forever)."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from pathlib import Path
+
+import pytest
+import yaml
+from prefect import Flow
+
+from flows.cli import build_parser
+from flows.serve import RECALLS_CRON, VALUES_CRON, build_deployments
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _schedule(deployment) -> tuple[str, str]:
+    (only,) = deployment.schedules
+    return only.schedule.cron, only.schedule.timezone
+
+
+def test_weekly_recalls_and_monthly_values_with_their_parameters(tmp_path):
+    fleet = tmp_path / "fleet.csv"
+    recalls, values = build_deployments(str(fleet), str(tmp_path / "fleet.duckdb"), str(tmp_path / "lake"))
+    assert (recalls.name, _schedule(recalls)) == ("weekly-recalls", ("0 6 * * 1", "UTC"))
+    assert (values.name, _schedule(values)) == ("monthly-values", ("0 6 1 * *", "UTC"))
+    assert recalls.parameters == {"paths": [str(fleet)], "db": str(tmp_path / "fleet.duckdb"),
+                                  "lake": str(tmp_path / "lake"), "datasets": ["recalls"]}
+    assert values.parameters["datasets"] == ["specs", "market_value", "history", "lien_theft"]
+    assert recalls.entrypoint == values.entrypoint == "flows/refresh.py:refresh_fleet"
+    assert not any("key" in name.lower() for d in (recalls, values) for name in d.parameters)
+
+
+def test_options_change_schedules_datasets_and_make_paths_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    recalls, values = build_deployments("fleet.csv", "out/fleet.duckdb", None, recalls_cron="30 5 * * 2",
+                                        values_cron="0 4 15 * *", value_datasets=["market_value"],
+                                        timezone="Europe/Paris")
+    assert _schedule(recalls) == ("30 5 * * 2", "Europe/Paris")
+    assert _schedule(values) == ("0 4 15 * *", "Europe/Paris")
+    assert values.parameters == {"paths": [str(tmp_path / "fleet.csv")], "db": str(tmp_path / "out" / "fleet.duckdb"),
+                                 "lake": None, "datasets": ["market_value"]}
+    with pytest.raises(ValueError, match="unknown dataset"):
+        build_deployments("fleet.csv", value_datasets=["prices"])
+    with pytest.raises(ValueError, match="cron"):
+        build_deployments("fleet.csv", recalls_cron="every monday")
+
+
+def test_cli_refuses_a_missing_fleet_file_before_serving(tmp_path, capsys):
+    args = build_parser().parse_args(["serve", str(tmp_path / "missing.csv")])
+    assert args.recalls_cron == RECALLS_CRON and args.values_cron == VALUES_CRON
+    assert args.run(args) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_prefect_yaml_describes_the_same_deployments():
+    config = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    built = {d.name: d for d in build_deployments("data/sample_fleet.csv")}
+    described = {d["name"]: d for d in config["deployments"]}
+    assert described.keys() == built.keys()
+    for name, deployment in described.items():
+        assert [(s["cron"], s["timezone"]) for s in deployment["schedules"]] == [_schedule(built[name])]
+        assert deployment["parameters"]["datasets"] == built[name].parameters["datasets"]
+        assert deployment["entrypoint"] == built[name].entrypoint
+
+
+def test_prefect_yaml_entrypoint_imports_and_takes_its_parameters():
+    config = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    for deployment in config["deployments"]:
+        path, name = deployment["entrypoint"].split(":")
+        spec = importlib.util.spec_from_file_location("entrypoint_under_test", ROOT / path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        flow = getattr(module, name)
+        assert isinstance(flow, Flow) and flow.name == "fleet-refresh"
+        inspect.signature(flow.fn).bind(**deployment["parameters"])  # every parameter is one the flow takes
+        assert (ROOT / deployment["parameters"]["paths"][0]).is_file()

@@ -1,0 +1,117 @@
+"""`fleet status` reads a database built here row by row and reports exactly what is in it,
+without a service and without Prefect."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from flows.cli import main
+from flows.status import month_start
+from tasks import staging
+from tasks.ingest import read_fleet
+from tasks.storage import open_database
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def db_path(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("status")
+    csv = folder / "fleet.csv"
+    csv.write_text("".join((ROOT / "data" / "sample_fleet.csv").read_text().splitlines(keepends=True)[:5]))
+    roster = read_fleet([str(csv)])
+    path = str(folder / "fleet.duckdb")
+    now = max(datetime.now(timezone.utc), month_start() + timedelta(minutes=10))  # "this month" even at 00:00 on the 1st
+    last_month = month_start(now) - timedelta(days=2)
+    with open_database(path) as db:
+        db.start_run("refresh", [str(csv)], run_id="run-a", started_at=last_month)
+        db.land_chunk({"vehicles": roster.roster}, "run-a")
+        db.finish_run("run-a", "completed", counts=roster.summary(), units_used=10, finished_at=last_month + timedelta(seconds=42))
+        vins = sorted(db.query("roster_vins")["vin"].to_list())
+        db.land("api_calls", _calls([("/specs", 200, 1)] * 5, last_month), "run-a")
+
+        db.start_run("refresh", [str(csv)], run_id="run-b", started_at=now - timedelta(minutes=5))
+        db.land("api_calls", _calls([("/specs", 200, 1)] * 3 + [("/v2/marketvalue", 200, 1), ("/v2/marketvalue", 404, 0)],
+                                    now - timedelta(minutes=4)), "run-b")
+        db.land("fetch_status", _answered([(v, "specs", "found") for v in vins[:3]], now), "run-b")
+        failure = {"status": 502, "message": "Could not fetch data", "attempts": 1, "fetched_at": now - timedelta(minutes=4)}
+        db.land("failures", staging.failures_frame([
+            {**failure, "vin": vins[3], "dataset": "specs", "retryable": True},
+            {**failure, "vin": vins[1], "dataset": "history", "retryable": False},
+            {**failure, "vin": vins[0], "dataset": "market_value", "retryable": True},  # resolved by its no_data below
+        ]), "run-b")
+        db.land("fetch_status", _answered([(vins[0], "market_value", "no_data")], now), "run-b")
+        db.land("recall_batches", pl.DataFrame([
+            {"batch_id": "rb_processing", "status": "processing", "submitted_at": now, "total_vins": 4, "vins_count": 4,
+             "processed_vins": 1, "fetched_at": now},
+            {"batch_id": "rb_done", "status": "completed", "submitted_at": last_month, "total_vins": 4, "vins_count": 4,
+             "processed_vins": 4, "fetched_at": last_month},
+        ]), "run-b")
+        db.finish_run("run-b", "partial", finished_at=now - timedelta(minutes=3))
+        db.start_run("backfill", [], run_id="run-c", started_at=now - timedelta(minutes=1))
+    return path
+
+
+def _answered(rows: list[tuple[str, str, str]], at: datetime) -> pl.DataFrame:
+    return pl.DataFrame([{"vin": v, "dataset": d, "outcome": o, "fetched_at": at} for v, d, o in rows],
+                        schema={"vin": pl.String, "dataset": pl.String, "outcome": pl.String, "fetched_at": staging.TS})
+
+
+def _calls(calls: list[tuple[str, int, int]], at: datetime) -> pl.DataFrame:
+    return pl.DataFrame([{"call_id": f"{at.timestamp()}-{i}", "endpoint": e, "method": "GET", "status": s, "units": u,
+                          "attempt": 1, "fetched_at": at} for i, (e, s, u) in enumerate(calls)])
+
+
+def test_status_reports_runs_units_pending_failed_and_batches(db_path, capsys):
+    assert main(["status", "--db", db_path, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+
+    assert [(r["run_id"], r["kind"], r["status"], r["units"], r["calls"]) for r in status["runs"]] == [
+        ("run-c", "backfill", "running", 0, 0), ("run-b", "refresh", "partial", 4, 5), ("run-a", "refresh", "completed", 10, 5)]
+    assert status["runs"][2]["valid"] == 4
+    # This calendar month only: last month's five /specs calls are not in it.
+    assert [(r["endpoint"], r["calls"], r["units"], r["failed_calls"]) for r in status["units_this_month"]] == [
+        ("/specs", 3, 3, 0), ("/v2/marketvalue", 2, 1, 1)]
+    assert status["units_this_month_total"] == 4
+    by_dataset = {r["dataset"]: (r["roster"], r["answered"], r["pending"], r["failed"], r["failed_retryable"])
+                  for r in status["datasets"]}
+    assert by_dataset == {
+        "specs": (4, 3, 1, 1, 1), "market_value": (4, 1, 3, 0, 0), "history": (4, 0, 4, 1, 0),
+        "lien_theft": (4, 0, 4, 0, 0), "recalls": (4, 0, 4, 0, 0),
+    }
+    assert [(b["batch_id"], b["status"], b["processed_vins"]) for b in status["recall_batches_in_flight"]] == [
+        ("rb_processing", "processing", 1)]
+
+
+def test_status_as_tables(db_path, capsys):
+    assert main(["status", "--db", db_path, "--runs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "4 units, 5 calls" in out
+    assert "run-c" in out and "run-b" in out and "run-a" not in out
+    assert "rb_processing" in out and "rb_done" not in out
+    assert "/v2/marketvalue" in out
+
+
+def test_missing_database_is_an_error_and_is_not_created(tmp_path, capsys):
+    missing = tmp_path / "nowhere.duckdb"
+    assert main(["status", "--db", str(missing)]) == 2
+    assert "no such database" in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def test_status_needs_no_prefect_and_no_service(db_path):
+    script = ("import sys; from flows.cli import main; code = main(['status', '--db', sys.argv[1], '--json']); "
+              "assert 'prefect' not in sys.modules, 'prefect imported'; sys.exit(code)")
+    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api", "VDS_BASE_URL": "http://127.0.0.1:9"}
+    done = subprocess.run([sys.executable, "-c", script, db_path], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["units_this_month_total"] == 4
