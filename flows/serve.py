@@ -70,12 +70,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--datasets", default=",".join(VALUE_DATASETS),
                    help=f"datasets of the monthly deployment (default: {','.join(VALUE_DATASETS)})")
     p.add_argument("--timezone", default=TIMEZONE, help="time zone of both schedules (default UTC)")
+    p.add_argument("--log-level", default="INFO", help="level of the flow runs' Prefect logs (default INFO)")
     p.set_defaults(run=run_serve)
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    import os
+
     from .target import service_settings
 
+    # Scheduled runs have no terminal to draw progress bars on: their Prefect logs are the record.
+    # Prefect reads its settings on import, so this comes first (the served runs inherit it).
+    os.environ["PREFECT_LOGGING_LEVEL"] = args.log_level.upper()
     if not Path(args.fleet_file).exists():
         print(f"error: {args.fleet_file}: no such file", file=sys.stderr)
         return 2
@@ -87,7 +93,13 @@ def run_serve(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from prefect import serve
+    from prefect.settings import get_current_settings
 
+    if not get_current_settings().api.url:
+        # A temporary server lives only as long as one flow run; schedules need one that stays up.
+        print("error: serving schedules needs a Prefect server that stays up: run `prefect server start` and set "
+              "PREFECT_API_URL (e.g. http://127.0.0.1:4200/api), or use Prefect Cloud", file=sys.stderr)
+        return 2
     # Flow runs inherit this process's environment: the key (or the embedded sandbox's URL) travels there,
     # never as a deployment parameter.
     with service_settings():
