@@ -48,6 +48,7 @@ def _backfill_fleet(
     lake: str | None = DEFAULT_LAKE,
     datasets: list[str] | None = None,
     vins: list[str] | None = None,
+    vins_file: str | None = None,
     failures_of: str | None = None,
     all_failures: bool = False,
     max_units: int | None = None,
@@ -55,7 +56,8 @@ def _backfill_fleet(
     concurrency: int = 32,
     run_id: str | None = None,
 ) -> dict[str, Any]:
-    """Fetch `datasets` again for `vins`, or for the open failures of run `failures_of` (or of every run)."""
+    """Fetch `datasets` again for `vins` (or those of `vins_file`: a long list stays out of Prefect's parameters),
+    or for the open failures of run `failures_of` (or of every run)."""
     from tasks.backfill import FETCHED_AS, plan_backfill, record_recall_checks
     from tasks.plan import Plan
     from tasks.refresh import fetch_dataset_chunk, finish_refresh
@@ -63,11 +65,12 @@ def _backfill_fleet(
     from .refresh import ORDER, _add, _left, _start_summary, new_run_id
 
     run_id = run_id or new_run_id()
-    by_failures = vins is None
+    by_failures = vins is None and vins_file is None
     chosen = list(datasets or (ALL_DATASETS if by_failures else DEFAULT_DATASETS))
-    parameters = {"datasets": chosen, "vins": len(vins) if vins is not None else None, "failures_of": failures_of,
+    parameters = {"datasets": chosen, "vins": len(vins) if vins is not None else None, "vins_file": vins_file,
+                  "failures_of": failures_of,
                   "all_failures": all_failures, "max_units": max_units, "chunk_size": chunk_size}
-    plan = Plan.from_dict(plan_backfill(db, run_id, chosen, vins, failures_of, all_failures, parameters))
+    plan = Plan.from_dict(plan_backfill(db, run_id, chosen, vins, vins_file, failures_of, all_failures, parameters))
     if by_failures and not datasets:  # only the datasets that had failures
         plan.datasets = {k: d for k, d in plan.datasets.items() if d.due}
     summary = _start_summary(run_id, _vin_counts(plan), plan)
@@ -209,7 +212,8 @@ def run_backfill(args: argparse.Namespace) -> int:
                 summary = flows.reparse_raw_responses(args.db, datasets, lake=args.lake or None, chunk_size=args.chunk_size)
             else:
                 summary = flows.backfill_fleet(
-                    args.db, args.lake or None, datasets, vins=vins, failures_of=args.failures_of,
+                    args.db, args.lake or None, datasets, vins=None if args.vins_file else vins,
+                    vins_file=str(Path(args.vins_file).resolve()) if args.vins_file else None, failures_of=args.failures_of,
                     all_failures=args.failures, max_units=args.max_units, chunk_size=args.chunk_size,
                     concurrency=args.concurrency,
                 )

@@ -119,12 +119,14 @@ def plan_from_frames(run_id: str, frames: dict[str, pl.DataFrame], datasets: lis
 
 
 @task(name="plan-backfill", **TASK)
-def plan_backfill(db_path: str, run_id: str, datasets: list[str], vins: list[str] | None, failures_of: str | None,
-                  all_failures: bool, parameters: dict) -> dict:
+def plan_backfill(db_path: str, run_id: str, datasets: list[str], vins: list[str] | None, vins_file: str | None,
+                  failures_of: str | None, all_failures: bool, parameters: dict) -> dict:
     """Record the backfill run and stage each dataset's VINs; refuses VINs that are neither on the roster nor valid."""
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")
+    if vins_file:
+        vins = read_vins_file(vins_file)
     with open_database(db_path) as db:
         if vins is not None:
             vins, refused = check_vins(db, vins)
