@@ -1,7 +1,7 @@
 """The fleet refresh flow: ingest, plan, recall batches, per-VIN enrichment, finish.
 
-It only orchestrates: every read and write happens in a task. Specs come first
-because recall details group VINs by year/make/model from them.
+It only orchestrates: every read and write happens in a task. Recall campaign
+details come last because they group VINs by the year/make/model in specs.
 """
 
 from __future__ import annotations
@@ -66,34 +66,64 @@ def refresh_fleet(
         summary["status"] = "planned"
         return finish_refresh(db, run_id, summary, None)
 
+    # Without a budget, the recall batch is processed by the service while per-VIN chunks run, and
+    # the datasets' chunks run side by side (one per dataset at a time). With --max-units everything
+    # runs one task at a time so the budget each task sees is exact.
+    parallel = max_units is None
     budget = max_units
-    for dataset in (d for d in ORDER if d in plan.datasets):
-        due = plan.datasets[dataset]
-        counts = summary["datasets"][dataset]
-        if dataset == "recalls":
-            outcome = check_recalls(db, run_id, due.path, batch_size, webhook_url, budget)
-            _add(counts, found=outcome["checked"], failed=outcome["failed"], pending=outcome["pending"],
-                 calls=outcome["calls"], units=outcome["units"], stop_reason=outcome["stop_reason"])
-            budget = _left(budget, outcome["units"])
-            details = recall_details(db, run_id, budget, concurrency)
-            summary["recall_details"] = details
-            _add(summary, calls=details["calls"], units=details["units"])
-            budget = _left(budget, details["units"])
-            continue
-        for offset, length in due.chunks(chunk_size):
+    recalls = plan.datasets.get("recalls")
+    batch = None
+    if recalls is not None:
+        batch = check_recalls.submit(db, run_id, recalls.path, batch_size, webhook_url, budget)
+        if not parallel:
+            budget = _record_batch(summary, batch.result(), budget)
+
+    waves = {d: plan.datasets[d].chunks(chunk_size) for d in ORDER if d in plan.datasets and d != "recalls"}
+    for wave in range(max((len(c) for c in waves.values()), default=0)):
+        running = {}
+        for dataset, chunks in waves.items():
+            if wave >= len(chunks):
+                continue
+            offset, length = chunks[wave]
+            counts = summary["datasets"][dataset]
             if counts["stop_reason"]:
                 counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
                 continue
-            result = fetch_dataset_chunk(db, run_id, dataset, due.path, offset, length, concurrency, budget)
-            _add(counts, **{k: v for k, v in result.items() if k != "stop_reason"})
-            counts["stop_reason"] = counts["stop_reason"] or result["stop_reason"]
-            budget = _left(budget, result["units"])
+            future = fetch_dataset_chunk.submit(db, run_id, dataset, plan.datasets[dataset].path, offset, length,
+                                                concurrency, budget)
+            if parallel:
+                running[dataset] = future
+            else:
+                budget = _left(budget, _record_chunk(counts, future.result()))
+        for dataset, future in running.items():
+            _record_chunk(summary["datasets"][dataset], future.result())
+
+    if batch is not None:
+        if parallel:
+            budget = _record_batch(summary, batch.result(), budget)
+        # Campaign details group VINs by the specs landed above, so they come last.
+        details = recall_details(db, run_id, budget, concurrency)
+        summary["recall_details"] = details
+        _add(summary, calls=details["calls"], units=details["units"])
 
     for counts in summary["datasets"].values():
         _add(summary, calls=counts["calls"], units=counts["units"])
-    unfinished = any(c["failed"] or c["pending"] for c in summary["datasets"].values())
+    details = summary.get("recall_details") or {}
+    unfinished = any(c.get("failed") or c.get("pending") for c in [*summary["datasets"].values(), details])
     summary["status"] = "partial" if unfinished else "completed"
     return finish_refresh(db, run_id, summary, lake)
+
+
+def _record_chunk(counts: dict[str, Any], result: dict[str, Any]) -> int:
+    _add(counts, **{k: v for k, v in result.items() if k != "stop_reason"})
+    counts["stop_reason"] = counts["stop_reason"] or result["stop_reason"]
+    return result["units"]
+
+
+def _record_batch(summary: dict[str, Any], outcome: dict[str, Any], budget: int | None) -> int | None:
+    _add(summary["datasets"]["recalls"], found=outcome["checked"], failed=outcome["failed"], pending=outcome["pending"],
+         calls=outcome["calls"], units=outcome["units"], stop_reason=outcome["stop_reason"])
+    return _left(budget, outcome["units"])
 
 
 def _start_summary(run_id: str, ingest: dict[str, int], plan: Plan) -> dict[str, Any]:

@@ -428,13 +428,14 @@ def open_database(
 ) -> Database:
     """The process's Database for `path` (opened, migrated and shared; close it when done)."""
     key = str(path) if str(path) == ":memory:" else str(Path(path).resolve())
+    # Opening happens under the lock: two threads (concurrent chunk tasks) must never build two
+    # instances at once, whose migrations and view re-creation would conflict in DuckDB's catalog.
     with _registry_lock:
         existing = _registry.get(key)
         if existing is not None and key != ":memory:":
             existing._users += 1
             return existing
-    database = Database(path, migrations_dir, views_dir)
-    with _registry_lock:
+        database = Database(path, migrations_dir, views_dir)
         if key != ":memory:":
             _registry[key] = database
-    return database
+        return database
