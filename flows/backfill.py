@@ -19,8 +19,7 @@ from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
 
 from .target import service_settings
 
-DEFAULT_DB = "data/fleet.duckdb"
-DEFAULT_LAKE = "data/lake"
+from .defaults import DEFAULT_DB, DEFAULT_LAKE
 REPARSE_DATASETS = ("specs", "market_value", "history", "lien_theft", "ownership", "recalls")
 _FLOWS = {
     "backfill_fleet": dict(name="fleet-backfill", persist_result=False, log_prints=False),
@@ -62,7 +61,9 @@ def _backfill_fleet(
     from tasks.plan import Plan
     from tasks.refresh import fetch_dataset_chunk, finish_refresh
 
-    from .refresh import ORDER, _add, _left, _start_summary, new_run_id
+    from tasks.summary import add_counts, budget_left, final_status, record_chunk, start_summary
+
+    from .refresh import ORDER, new_run_id
 
     run_id = run_id or new_run_id()
     by_failures = vins is None and vins_file is None
@@ -73,8 +74,7 @@ def _backfill_fleet(
     plan = Plan.from_dict(plan_backfill(db, run_id, chosen, vins, vins_file, failures_of, all_failures, parameters))
     if by_failures and not datasets:  # only the datasets that had failures
         plan.datasets = {k: d for k, d in plan.datasets.items() if d.due}
-    summary = _start_summary(run_id, _vin_counts(plan), plan)
-    summary["kind"] = "backfill"
+    summary = start_summary(run_id, _vin_counts(plan), plan, kind="backfill")
 
     budget = max_units
     for dataset in (d for d in ORDER if d in plan.datasets):
@@ -85,16 +85,11 @@ def _backfill_fleet(
                 continue
             result = fetch_dataset_chunk(db, run_id, FETCHED_AS.get(dataset, dataset), due.path, offset, length,
                                          concurrency, budget)
-            _add(counts, **{k: v for k, v in result.items() if k != "stop_reason"})
-            counts["stop_reason"] = counts["stop_reason"] or result["stop_reason"]
-            budget = _left(budget, result["units"])
+            budget = budget_left(budget, record_chunk(counts, result))
     if "recalls" in plan.datasets and plan.datasets["recalls"].due:
         record_recall_checks(db, run_id)
 
-    for counts in summary["datasets"].values():
-        _add(summary, calls=counts["calls"], units=counts["units"])
-    unfinished = any(c["failed"] or c["pending"] for c in summary["datasets"].values())
-    summary["status"] = "partial" if unfinished else "completed"
+    final_status(summary)
     return finish_refresh(db, run_id, summary, lake)
 
 
@@ -109,7 +104,9 @@ def _reparse_raw_responses(
     from tasks.backfill import reparse_chunk, start_reparse
     from tasks.refresh import finish_refresh
 
-    from .refresh import _add, new_run_id
+    from tasks.summary import add_counts
+
+    from .refresh import new_run_id
 
     run_id = run_id or new_run_id()
     chosen = list(datasets or REPARSE_DATASETS)
@@ -124,7 +121,7 @@ def _reparse_raw_responses(
                   "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "stop_reason": None}
         for offset in range(0, held[dataset], chunk_size):
             parsed = reparse_chunk(db, dataset, offset, min(chunk_size, held[dataset] - offset))
-            _add(counts, found=parsed["found"], no_data=parsed["skipped"], failed=parsed["failed"])
+            add_counts(counts, found=parsed["found"], no_data=parsed["skipped"], failed=parsed["failed"])
             skipped += parsed["skipped"]
         summary["datasets"][dataset] = counts
     if skipped:

@@ -39,10 +39,12 @@ def _run_sandbox(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if not args.verbose:
-        # Prefect's own INFO lines would drown the progress bars; -v brings them (and HTTP requests) back.
+    arguments = sys.argv[1:] if argv is None else argv
+    if not {"-v", "--verbose"} & set(arguments):
+        # Prefect reads its log level when first imported, which building the parser may do: decide
+        # first. Its INFO lines would drown the progress bars; -v brings them (and HTTP requests) back.
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -10,13 +10,14 @@ import sys
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
 
 from .target import service_settings
+from .defaults import DEFAULT_DB, DEFAULT_LAKE
 
 
 def add_refresh(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("refresh", help="turn fleet files into fresh analyst tables")
     p.add_argument("paths", nargs="+", metavar="PATH", help="CSV/Parquet files, folders or globs")
-    p.add_argument("--db", default="data/fleet.duckdb")
-    p.add_argument("--lake", default="data/lake", help="Parquet export folder ('' to skip)")
+    p.add_argument("--db", default=DEFAULT_DB)
+    p.add_argument("--lake", default=DEFAULT_LAKE, help="Parquet export folder ('' to skip)")
     p.add_argument("--datasets", default=",".join(DEFAULT_DATASETS),
                    help=f"comma-separated, from: {', '.join(ALL_DATASETS)} (default: all but ownership)")
     p.add_argument("--max-units", type=int, help="refuse a plan that costs more; stop cleanly when reached")

@@ -12,7 +12,10 @@ from typing import Any
 
 from prefect import flow
 
+from flows.defaults import DEFAULT_DB, DEFAULT_LAKE  # absolute: Prefect loads this file by path
+
 from tasks.plan import DEFAULT_DATASETS, Plan
+from tasks.summary import add_counts, budget_left, final_status, record_batch, record_chunk, start_summary
 from tasks.refresh import (
     check_recalls,
     fetch_dataset_chunk,
@@ -22,8 +25,6 @@ from tasks.refresh import (
     recall_details,
 )
 
-DEFAULT_DB = "data/fleet.duckdb"
-DEFAULT_LAKE = "data/lake"
 ORDER = ("specs", "recalls", "market_value", "history", "lien_theft", "ownership")
 
 
@@ -55,7 +56,7 @@ def refresh_fleet(
                   "freshness": freshness, "chunk_size": chunk_size, "batch_size": batch_size}
     ingest = ingest_fleet(paths, db, run_id, vin_column, parameters)
     plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness))
-    summary = _start_summary(run_id, ingest, plan)
+    summary = start_summary(run_id, ingest, plan)
 
     if max_units is not None and plan.estimated_units > max_units:
         summary["status"] = "refused"
@@ -76,7 +77,7 @@ def refresh_fleet(
     if recalls is not None:
         batch = check_recalls.submit(db, run_id, recalls.path, batch_size, webhook_url, budget)
         if not parallel:
-            budget = _record_batch(summary, batch.result(), budget)
+            budget = record_batch(summary, batch.result(), budget)
 
     waves = {d: plan.datasets[d].chunks(chunk_size) for d in ORDER if d in plan.datasets and d != "recalls"}
     for wave in range(max((len(c) for c in waves.values()), default=0)):
@@ -94,61 +95,17 @@ def refresh_fleet(
             if parallel:
                 running[dataset] = future
             else:
-                budget = _left(budget, _record_chunk(counts, future.result()))
+                budget = budget_left(budget, record_chunk(counts, future.result()))
         for dataset, future in running.items():
-            _record_chunk(summary["datasets"][dataset], future.result())
+            record_chunk(summary["datasets"][dataset], future.result())
 
     if batch is not None:
         if parallel:
-            budget = _record_batch(summary, batch.result(), budget)
+            budget = record_batch(summary, batch.result(), budget)
         # Campaign details group VINs by the specs landed above, so they come last.
         details = recall_details(db, run_id, budget, concurrency)
         summary["recall_details"] = details
-        _add(summary, calls=details["calls"], units=details["units"])
+        add_counts(summary, calls=details["calls"], units=details["units"])
 
-    for counts in summary["datasets"].values():
-        _add(summary, calls=counts["calls"], units=counts["units"])
-    details = summary.get("recall_details") or {}
-    unfinished = any(c.get("failed") or c.get("pending") for c in [*summary["datasets"].values(), details])
-    summary["status"] = "partial" if unfinished else "completed"
+    final_status(summary)
     return finish_refresh(db, run_id, summary, lake)
-
-
-def _record_chunk(counts: dict[str, Any], result: dict[str, Any]) -> int:
-    _add(counts, **{k: v for k, v in result.items() if k != "stop_reason"})
-    counts["stop_reason"] = counts["stop_reason"] or result["stop_reason"]
-    return result["units"]
-
-
-def _record_batch(summary: dict[str, Any], outcome: dict[str, Any], budget: int | None) -> int | None:
-    _add(summary["datasets"]["recalls"], found=outcome["checked"], failed=outcome["failed"], pending=outcome["pending"],
-         calls=outcome["calls"], units=outcome["units"], stop_reason=outcome["stop_reason"])
-    return _left(budget, outcome["units"])
-
-
-def _start_summary(run_id: str, ingest: dict[str, int], plan: Plan) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "status": "running",
-        "ingest": ingest,
-        "estimated_units": plan.estimated_units,
-        "recall_detail_ceiling": plan.recall_detail_ceiling,
-        "units": 0,
-        "calls": 0,
-        "datasets": {
-            name: {"roster": d.roster, "skipped_fresh": d.skipped_fresh, "planned": d.due, "estimated_units": d.estimated_units,
-                   "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "stop_reason": None}
-            for name, d in plan.datasets.items()
-        },
-    }
-
-
-def _add(target: dict[str, Any], stop_reason: str | None = None, **amounts: int) -> None:
-    for key, value in amounts.items():
-        target[key] = (target.get(key) or 0) + (value or 0)
-    if stop_reason:
-        target["stop_reason"] = target.get("stop_reason") or stop_reason
-
-
-def _left(budget: int | None, spent: int) -> int | None:
-    return None if budget is None else max(0, budget - spent)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.plan import ALL_DATASETS
+from .defaults import DEFAULT_DB, DEFAULT_LAKE
 
 RECALLS_CRON = "0 6 * * 1"
 VALUES_CRON = "0 6 1 * *"
@@ -28,8 +29,8 @@ TIMEZONE = "UTC"
 
 def build_deployments(
     fleet_file: str,
-    db: str = "data/fleet.duckdb",
-    lake: str | None = "data/lake",
+    db: str = DEFAULT_DB,
+    lake: str | None = DEFAULT_LAKE,
     *,
     recalls_cron: str = RECALLS_CRON,
     values_cron: str = VALUES_CRON,
@@ -63,8 +64,8 @@ def build_deployments(
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the scheduled refresh deployments (weekly recalls, monthly values)")
     p.add_argument("fleet_file", metavar="FLEET_FILE", help="the fleet file (CSV/Parquet) each scheduled run reads")
-    p.add_argument("--db", default="data/fleet.duckdb")
-    p.add_argument("--lake", default="data/lake", help="Parquet export folder ('' to skip)")
+    p.add_argument("--db", default=DEFAULT_DB)
+    p.add_argument("--lake", default=DEFAULT_LAKE, help="Parquet export folder ('' to skip)")
     p.add_argument("--recalls-cron", default=RECALLS_CRON, help=f"recalls schedule (default '{RECALLS_CRON}')")
     p.add_argument("--values-cron", default=VALUES_CRON, help=f"values schedule (default '{VALUES_CRON}')")
     p.add_argument("--datasets", default=",".join(VALUE_DATASETS),

@@ -25,7 +25,7 @@ from connectors import models as m
 from . import progress, staging
 from .enrich import DATASETS as ENRICHMENT
 from .enrich import ChunkResult
-from .landing import _DATA_FRAMES, fetch_status_frame
+from .landing import DATA_FRAMES, fetch_status_frame
 from .plan import ALL_DATASETS, DatasetPlan, Plan
 from .refresh import TASK, staging_dir
 from .storage import Database, open_database
@@ -195,7 +195,7 @@ def parse_raw_rows(dataset: str, rows: list[dict[str, Any]]) -> tuple[dict[str, 
         parts: dict[str, list[pl.DataFrame]] = defaultdict(list)
         for layer, asks in zip(found.get(run, []), requests.get(run, [])):
             result = ChunkResult(fetched_as, found=layer, requests=asks)
-            for table, frame in _DATA_FRAMES[fetched_as](result).items():
+            for table, frame in DATA_FRAMES[fetched_as](result).items():
                 parts[table].append(frame)
         if batch_checks.get(run):
             parts["recall_checks"] = batch_checks[run] + parts.get("recall_checks", [])

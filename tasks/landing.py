@@ -17,7 +17,7 @@ OWNERSHIP_SCHEMA = {"vin": pl.String, "owner_count": pl.Int32, "vehicle": pl.Str
                     "fetched_at": staging.TS}
 
 # Which table a dataset's answers land in, and how they are staged.
-_DATA_FRAMES = {
+DATA_FRAMES = {
     "specs": lambda r: {"specs": staging.specs_frame(r.found)},
     "market_value": lambda r: {"market_values": staging.market_values_frame(r.found, r.requests)},
     "history": lambda r: {"history_reports": staging.history_frame(r.found)},
@@ -61,7 +61,7 @@ def raw_frame(result: ChunkResult) -> pl.DataFrame:
 
 def land_enrichment(db: Database, run_id: str, result: ChunkResult) -> dict[str, int]:
     """Land a chunk: its data, freshness, failures, calls and raw answers, all or nothing."""
-    frames: dict[str, pl.DataFrame] = dict(_DATA_FRAMES[result.dataset](result))
+    frames: dict[str, pl.DataFrame] = dict(DATA_FRAMES[result.dataset](result))
     if result.dataset in FAILURE_DATASET:
         failures = [{**f, "dataset": FAILURE_DATASET[result.dataset]} for f in result.failed]
     else:

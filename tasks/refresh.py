@@ -132,8 +132,9 @@ def finish_refresh(db_path: str, run_id: str, summary: dict[str, Any], lake: str
         if lake and summary["status"] not in ("planned", "refused"):
             db.export_parquet(lake)
     shutil.rmtree(staging_dir(db_path, run_id), ignore_errors=True)  # due lists are per run
-    create_markdown_artifact(markdown=summary_markdown(summary), key="fleet-refresh-summary",
-                             description=f"fleet refresh {run_id}")
+    kind = summary.get("kind", "refresh")
+    create_markdown_artifact(markdown=summary_markdown(summary), key=f"fleet-{kind}-summary",
+                             description=f"fleet {kind} {run_id}")
     return summary
 
 

@@ -2,10 +2,70 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 COLUMNS = ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed", "pending", "calls", "units")
 HEADERS = ("dataset", "roster", "fresh", "due", "est.units", "found", "no data", "failed", "pending", "calls", "units")
+
+
+# --- bookkeeping: pure functions the flows use to add up what their tasks report ---------------------
+
+
+def record_chunk(counts: dict[str, Any], result: dict[str, Any]) -> int:
+    add_counts(counts, **{k: v for k, v in result.items() if k != "stop_reason"})
+    counts["stop_reason"] = counts["stop_reason"] or result["stop_reason"]
+    return result["units"]
+
+
+def record_batch(summary: dict[str, Any], outcome: dict[str, Any], budget: int | None) -> int | None:
+    add_counts(summary["datasets"]["recalls"], found=outcome["checked"], failed=outcome["failed"],
+               pending=outcome["pending"], calls=outcome["calls"], units=outcome["units"],
+               stop_reason=outcome["stop_reason"])
+    return budget_left(budget, outcome["units"])
+
+
+def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str = "refresh") -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "kind": kind,
+        "status": "running",
+        "ingest": ingest,
+        "estimated_units": plan.estimated_units,
+        "recall_detail_ceiling": plan.recall_detail_ceiling,
+        "units": 0,
+        "calls": 0,
+        "datasets": {
+            name: {"roster": d.roster, "skipped_fresh": d.skipped_fresh, "planned": d.due, "estimated_units": d.estimated_units,
+                   "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "stop_reason": None}
+            for name, d in plan.datasets.items()
+        },
+    }
+
+
+def add_counts(target: dict[str, Any], stop_reason: str | None = None, **amounts: int) -> None:
+    for key, value in amounts.items():
+        target[key] = (target.get(key) or 0) + (value or 0)
+    if stop_reason:
+        target["stop_reason"] = target.get("stop_reason") or stop_reason
+
+
+def budget_left(budget: int | None, spent: int) -> int | None:
+    return None if budget is None else max(0, budget - spent)
+
+
+def final_status(summary: dict[str, Any]) -> None:
+    """Total the datasets and say whether anything was left failed or pending."""
+    for counts in summary["datasets"].values():
+        add_counts(summary, calls=counts["calls"], units=counts["units"])
+    details = summary.get("recall_details") or {}
+    unfinished = any(c.get("failed") or c.get("pending") for c in [*summary["datasets"].values(), details])
+    summary["status"] = "partial" if unfinished else "completed"
+
+
+# --- presentation ------------------------------------------------------------------------------------
 
 
 def rows(summary: dict[str, Any]) -> list[list[str]]:
@@ -42,7 +102,7 @@ def notes(summary: dict[str, Any]) -> list[str]:
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
-    lines = [f"# Fleet refresh `{summary['run_id']}`", "", headline(summary), ""]
+    lines = [f"# Fleet {summary.get('kind', 'refresh')} `{summary['run_id']}`", "", headline(summary), ""]
     lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(r) + " |" for r in rows(summary)]
     lines += [""] + [f"- {n}" for n in notes(summary)]

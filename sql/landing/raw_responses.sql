@@ -9,5 +9,10 @@ UPDATE incoming SET response_hash = sha256(concat_ws('|', dataset, coalesce(vin,
                                                       CAST(body AS VARCHAR)))
 WHERE response_hash IS NULL;
 
-INSERT OR IGNORE INTO raw_responses BY NAME
-SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY response_hash ORDER BY fetched_at) = 1;
+-- The same answer received again keeps one row, dated by its latest receipt (a re-parse then
+-- treats it as the newest answer it is).
+MERGE INTO raw_responses AS t
+USING (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY response_hash ORDER BY fetched_at DESC) = 1) AS s
+ON t.response_hash = s.response_hash
+WHEN MATCHED AND s.fetched_at > t.fetched_at THEN UPDATE SET fetched_at = s.fetched_at, run_id = s.run_id
+WHEN NOT MATCHED THEN INSERT BY NAME;

@@ -326,7 +326,7 @@ def test_raw_responses_are_redacted_and_deduplicated(db):
     assert out.height == 1
     assert "SECRET" not in out["b"].item() and "SECRET" not in out["p"].item()
     assert db.sql("SELECT body->'input'->>'vin' AS v FROM raw_responses")["v"].item() == V1
-    assert db.query("raw_responses_for_dataset", dataset="specs").height == 1
+    assert db.sql("SELECT count(*) AS n FROM raw_responses WHERE dataset = 'specs'")["n"].item() == 1
 
 
 def test_planning_queries(db):
@@ -334,10 +334,19 @@ def test_planning_queries(db):
     db.land("vehicles", result.roster.head(3), "r1")
     vins = result.roster.head(3)["vin"].sort().to_list()
     assert db.query("roster_vins")["vin"].to_list() == vins
-    assert db.query("vins_due_recall_check", older_than=T1)["vin"].to_list() == vins
-    db.land("recall_checks", pl.DataFrame([check(vins[0], T2, 0, via="batch", listed=False)]), "r1")
-    assert db.query("vins_due_recall_check", older_than=T1)["vin"].to_list() == vins[1:]
-    assert db.query("vins_without_specs")["vin"].to_list() == vins
+
+    def due(force=False):
+        return db.query("due_vins", run_id="r1", dataset="recalls", force=force, fresh_after=T1)["vin"].to_list()
+
+    assert due() == vins  # never answered
+    answered = [{"vin": vins[0], "dataset": "recalls", "outcome": "found", "fetched_at": T2},
+                {"vin": vins[1], "dataset": "recalls", "outcome": "no_data", "fetched_at": T2},
+                {"vin": vins[2], "dataset": "recalls", "outcome": "found", "fetched_at": T0}]
+    db.land("fetch_status", pl.DataFrame(answered), "r1")
+    assert due() == vins[2:]  # a stable "no data" is fresh too; an answer older than the window is not
+    assert due(force=True) == vins
+    other_dataset = db.query("due_vins", run_id="r1", dataset="specs", force=False, fresh_after=T1)
+    assert other_dataset["vin"].to_list() == vins
 
 
 def test_empty_chunk_is_a_no_op(db):

@@ -1,1 +1,0 @@
-SELECT v.vin FROM vehicles AS v ANTI JOIN specs AS s USING (vin) ORDER BY v.vin;
