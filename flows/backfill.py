@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -163,7 +162,7 @@ def run_backfill(args: argparse.Namespace) -> int:
     from tasks import progress
     from tasks.backfill import check_vins, read_vins_file
     from tasks.storage import DatabaseError, open_database
-    from tasks.summary import print_summary
+    from tasks.summary import report
 
     datasets = [d.strip() for d in (args.datasets or "").split(",") if d.strip()] or None
     allowed = REPARSE_DATASETS if args.reparse else ALL_DATASETS
@@ -218,10 +217,7 @@ def run_backfill(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     finally:
         progress.use(progress.Silent())
-    if args.json:
-        print(json.dumps(summary, indent=2, default=str))
-    else:
-        print_summary(summary)
+    report(summary, args.json)
     return 0
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
@@ -38,7 +37,7 @@ def run_refresh(args: argparse.Namespace) -> int:
     from tasks import progress
     from tasks.ingest import FleetFileError
     from tasks.storage import DatabaseError
-    from tasks.summary import print_summary
+    from tasks.summary import report
 
     from .refresh import refresh_fleet
 
@@ -68,8 +67,5 @@ def run_refresh(args: argparse.Namespace) -> int:
         return 2
     finally:
         progress.use(progress.Silent())
-    if args.json:
-        print(json.dumps(summary, indent=2, default=str))
-    else:
-        print_summary(summary)
+    report(summary, args.json)
     return 1 if summary["status"] == "refused" else 0

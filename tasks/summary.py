@@ -122,3 +122,13 @@ def print_summary(summary: dict[str, Any]) -> None:
     console.print(table)
     for note in notes(summary):
         console.print(f"[yellow]{note}[/yellow]")
+
+
+def report(summary: dict[str, Any], as_json: bool) -> None:
+    """What `fleet refresh` and `fleet backfill` print when they finish."""
+    if as_json:
+        import json
+
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print_summary(summary)

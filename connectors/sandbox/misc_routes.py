@@ -36,16 +36,22 @@ async def plate_v2(request):
     return ok({"input": echo, **found})
 
 
-async def plate_us(request):
-    call = Call(request)
-    call.authorize()
-    q = call.query
+def _us_plate_and_state(q) -> tuple[str, str]:
+    """The US-only decoders' shared validation: a plate, and a known two-letter state."""
     plate = plates.normalize_plate(q.get("plate"))
     state = (q.get("state") or "").strip().upper()
     if not state:
         raise errors.ApiError(400, errors.MISSING_STATE)
     if state not in plates.US_PLATE_STATES:
         raise errors.ApiError(404, errors.INVALID_STATE_OR_COUNTRY)
+    return plate, state
+
+
+async def plate_us(request):
+    call = Call(request)
+    call.authorize()
+    q = call.query
+    plate, state = _us_plate_and_state(q)
     decode_vin = q.get("decodeVIN", "").lower() in ("true", "1")
     charges = {"plate-decoder": US_PLATE_CREDITS, **({"specs": 1} if decode_vin else {})}
     call.require(charges)
@@ -66,12 +72,7 @@ async def plate_v1(request):
     call = Call(request)
     call.authorize()
     q = call.query
-    plate = plates.normalize_plate(q.get("plate"))
-    state = (q.get("state") or "").strip().upper()
-    if not state:
-        raise errors.ApiError(400, errors.MISSING_STATE)
-    if state not in plates.US_PLATE_STATES:
-        raise errors.ApiError(404, errors.INVALID_STATE_OR_COUNTRY)
+    plate, state = _us_plate_and_state(q)
     call.require({"plate-decoder": 1})
     found = plates.lookup("US", state, plate)
     if found is None:
