@@ -124,6 +124,10 @@ def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str, 
 def finish_refresh(db_path: str, run_id: str, summary: dict[str, Any], lake: str | None) -> dict[str, Any]:
     """Record the run and its per-dataset figures, export the lake, publish the summary artifact."""
     rows = [{"dataset": name, **{k: d.get(k) for k in _RUN_DATASET_COLUMNS}} for name, d in summary["datasets"].items()]
+    details = summary.get("recall_details")
+    if details and details.get("due"):
+        rows.append({"dataset": "recall_details", "planned": details["due"], "found": details["by_model"] + details["by_vin"],
+                     **{k: details.get(k) for k in ("failed", "pending", "calls", "units", "stop_reason")}})
     with open_database(db_path) as db:
         if rows:
             db.land("run_datasets", pl.DataFrame(rows, schema={"dataset": pl.String, **_RUN_DATASET_COLUMNS}), run_id)

@@ -99,6 +99,22 @@ def test_max_units_refuses_a_plan_that_costs_more(service, fleet_file, db_path):
     assert sandbox.count() == 0
 
 
+def test_max_units_stops_cleanly_when_reached(service, fleet_file, db_path, read):
+    sandbox = service()
+    fleet = fleet_file(16)
+    # Exactly the plan's price: the campaign details priced after the batch no longer fit.
+    result = run(fleet, db_path, max_units=16 * 5, datasets=["specs", "recalls", "history", "lien_theft", "market_value"])
+    spent = sum(u["units"] for u in sandbox.stats()["units"])
+    assert spent <= 16 * 5 and result["units"] == spent
+    # Lookups that found nothing were not billed, so part of the budget is left for campaign details;
+    # what it cannot cover is pending, never failed, and the run says why.
+    planned, found, failed, pending, stop_reason = read(
+        db_path, "SELECT planned, found, failed, pending, stop_reason FROM run_datasets WHERE dataset = 'recall_details'")[0]
+    assert found + pending == planned and failed == 0
+    assert spent + pending > 16 * 5 or pending == 0
+    assert pending == 0 or (stop_reason == "max-units reached" and result["status"] == "partial")
+
+
 def test_faults_at_ten_percent_still_land_every_vin(service, fleet_file, db_path, read):
     sandbox = service()
     sandbox.set_faults(FaultConfig(rate=0.06, statuses=[502, 503, 504], drop_rate=0.02, malformed_rate=0.02,
