@@ -96,18 +96,28 @@ class AsyncVehicleDataClient(BaseClient):
         poll_interval: float = 1.0,
         max_interval: float = 30.0,
         timeout: float = 3600.0,
+        webhooks: Any = None,
+        webhook_fallback: float = 60.0,
     ) -> m.BatchJob:
-        """Poll the status with growing intervals until the batch is completed, partial or failed."""
+        """Wait until the batch is completed, partial or failed.
+
+        Polls the status with growing intervals; with a `BatchWebhookReceiver` it asks only when the
+        webhook arrives, and every `webhook_fallback` seconds in case a delivery is lost.
+        """
         deadline = time.monotonic() + timeout
         interval = poll_interval
         while True:
             job = await self.recalls_batch_status(batch_id, batch_token=batch_token)
             if job.status.is_terminal:
                 return job
-            if time.monotonic() + interval > deadline:
+            pause = webhook_fallback if webhooks is not None else interval
+            if time.monotonic() + min(pause, 1.0) > deadline:
                 raise TimeoutError(f"batch {batch_id} still {job.status_text!r} after {timeout:.0f}s")
-            await self._sleep(interval)
-            interval = min(max_interval, interval * 1.5)
+            if webhooks is not None:
+                await webhooks.wait(batch_id, min(pause, max(0.0, deadline - time.monotonic())))
+            else:
+                await self._sleep(interval)
+                interval = min(max_interval, interval * 1.5)
 
     async def recalls_batch_results_when_ready(self, batch_id: str, **wait: Any) -> m.BatchResults:
         """Results of a batch, waiting for completion first; a 409 race is waited out too."""

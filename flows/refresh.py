@@ -47,6 +47,7 @@ def refresh_fleet(
     concurrency: int = 32,
     batch_size: int = 10_000,
     webhook_url: str | None = None,
+    webhook_listen: str | None = None,
     run_id: str | None = None,
 ) -> dict[str, Any]:
     """Turn fleet files into fresh tables, calling only for what is stale and never paying twice."""
@@ -75,7 +76,7 @@ def refresh_fleet(
     recalls = plan.datasets.get("recalls")
     batch = None
     if recalls is not None:
-        batch = check_recalls.submit(db, run_id, recalls.path, batch_size, webhook_url, budget)
+        batch = check_recalls.submit(db, run_id, recalls.path, batch_size, webhook_url, budget, webhook_listen)
         if not parallel:
             budget = record_batch(summary, batch.result(), budget)
 

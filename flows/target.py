@@ -27,9 +27,10 @@ def service_settings(settings: Settings | None = None, *, announce: bool = True)
             raise SystemExit("error: VDS_API_KEY is set but VDS_BASE_URL is not; set the service's base URL")
         yield settings
         return
-    from connectors.sandbox import run_sandbox
+    from connectors.sandbox import SandboxConfig, run_sandbox
 
-    with run_sandbox() as sandbox:
+    # On loopback the sandbox may call back a local webhook receiver over plain HTTP.
+    with run_sandbox(SandboxConfig(insecure_webhooks=True)) as sandbox:
         if announce:
             print(f"No VDS_API_KEY/VDS_BASE_URL set: using the embedded sandbox at {sandbox.url}", file=sys.stderr)
         saved = {k: os.environ.get(k) for k in ("VDS_API_KEY", "VDS_BASE_URL")}

@@ -8,6 +8,7 @@ first answer for free), or a real batch id (polled, never resubmitted).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -19,6 +20,7 @@ import polars as pl
 from connectors import AsyncVehicleDataClient, CallRecord, Settings
 from connectors import errors as e
 from connectors.models import BatchJob, BatchStatus
+from connectors.webhooks import BatchWebhookReceiver
 
 from . import staging
 from .enrich import STOPPING_ERRORS, Budget
@@ -78,6 +80,7 @@ async def run_recall_batches(
     batches_dir: Path,
     batch_size: int = 10_000,
     webhook_url: str | None = None,
+    webhook_listen: str | None = None,
     poll_interval: float = 1.0,
     budget: Budget | None = None,
     on_progress: Callable[[int], None] | None = None,
@@ -91,8 +94,15 @@ async def run_recall_batches(
     todo = [v for v in due_vins if v not in in_flight]
     outcome.resumed = len(unfinished)
 
-    async with AsyncVehicleDataClient(settings, on_call=calls) as client:
-        to_poll: list[tuple[BatchJob, list[str], str]] = []
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(AsyncVehicleDataClient(settings, on_call=calls))
+        webhooks = None
+        if webhook_listen:
+            # Wait for the service's notification instead of polling (polling stays as a slow fallback).
+            host, _, port = webhook_listen.rpartition(":")
+            webhooks = await stack.enter_async_context(BatchWebhookReceiver(host or "127.0.0.1", int(port or 0)))
+            webhook_url = webhook_url or webhooks.url
+        to_poll: list[tuple[BatchJob, list[str], str, bool]] = []  # job, VINs, VIN list file, notified here
         # 1. Entries an interrupted run left behind: resubmit pending ones with their key; poll the rest.
         for entry in unfinished:
             vins = _chunk_vins(entry)
@@ -100,8 +110,8 @@ async def run_recall_batches(
                 job = await _submit(db, run_id, client, calls, vins, entry["idempotency_key"], entry["vins_chunk"], webhook_url, outcome)
             else:
                 job = BatchJob(batchId=entry["batch_id"], status=entry["status"])
-            if job is not None:
-                to_poll.append((job, vins, entry["vins_chunk"]))
+            if job is not None:  # an earlier run's receiver is gone: these are polled
+                to_poll.append((job, vins, entry["vins_chunk"], False))
         # 2. New batches for what is due, each recorded in the ledger before it is sent.
         for start in range(0, len(todo), batch_size):
             vins = todo[start : start + batch_size]
@@ -121,11 +131,11 @@ async def run_recall_batches(
                 outcome.pending += len(vins)
                 continue
             outcome.submitted += 1
-            to_poll.append((job, vins, str(chunk_path)))
+            to_poll.append((job, vins, str(chunk_path), webhooks is not None))
         # 3. Poll each batch to the end and land its results with the ledger's final status.
-        for job, vins, chunk_path in to_poll:
+        for job, vins, chunk_path, notified in to_poll:
             calls.batch_id = job.batchId
-            if await _finish(db, run_id, client, calls, job, vins, poll_interval, outcome):
+            if await _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, webhooks if notified else None):
                 Path(chunk_path).unlink(missing_ok=True)  # landed: the ledger no longer needs the VIN list
             if on_progress:
                 on_progress(len(vins))
@@ -155,10 +165,10 @@ async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url,
     return job
 
 
-async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome) -> bool:  # noqa: ANN001
+async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, webhooks=None) -> bool:  # noqa: ANN001
     """Poll a batch to its end and land its results; False when it must be resumed later."""
     try:
-        done = await client.wait_for_recalls_batch(job.batchId, poll_interval=poll_interval)
+        done = await client.wait_for_recalls_batch(job.batchId, poll_interval=poll_interval, webhooks=webhooks)
         items = []
         if done.status.has_results or done.status is BatchStatus.FAILED:
             try:

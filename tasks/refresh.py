@@ -74,14 +74,14 @@ def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, fr
 
 @task(name="check-recalls", **TASK)
 def check_recalls(db_path: str, run_id: str, due_path: str | None, batch_size: int, webhook_url: str | None,
-                  budget_left: int | None) -> dict[str, Any]:
+                  budget_left: int | None, webhook_listen: str | None = None) -> dict[str, Any]:
     vins = [r["vin"] for r in read_slice(due_path)] if due_path else []
     reporter = progress.current()
     reporter.start("recalls", "Recall batches", len(vins))
     with open_database(db_path) as db:
         outcome = asyncio.run(run_recall_batches(
             db, run_id, vins, settings=Settings.from_env(), batches_dir=batches_dir(db_path), batch_size=batch_size,
-            webhook_url=webhook_url, budget=Budget(budget_left), on_progress=lambda n: reporter.advance("recalls", n),
+            webhook_url=webhook_url, webhook_listen=webhook_listen, budget=Budget(budget_left), on_progress=lambda n: reporter.advance("recalls", n),
         ))
     get_run_logger().info("recall batches: %s", outcome)
     return vars(outcome)

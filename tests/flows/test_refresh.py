@@ -147,3 +147,13 @@ def test_failures_land_with_reasons_and_are_retried_next_run(service, fleet_file
     refresh_fleet([str(path)], db=db_path, lake=None, datasets=["specs"])
     assert sandbox.count("/specs") == 5 + 5 + 5  # the good VINs once; the broken one 5 attempts, twice
     assert read(db_path, "SELECT attempts FROM failures")[0][0] == 10
+
+
+def test_a_webhook_replaces_polling(service, fleet_file, db_path, read):
+    sandbox = service()
+    sandbox.set_batch_rate(8)  # 20 VINs: the batch takes about 2.5 s, several polls' worth
+    result = run(fleet_file(20), db_path, datasets=["recalls"], webhook_listen="127.0.0.1:0")
+    assert result["datasets"]["recalls"]["found"] == 20
+    delivered = [w for w in sandbox.webhooks() if not w.get("error")]
+    assert len(delivered) == 1 and delivered[0]["payload"]["status"] == "completed"
+    assert sandbox.count("/v1/recalls-batch/status") == 2  # once at the start, once when notified
