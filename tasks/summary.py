@@ -8,7 +8,7 @@ if TYPE_CHECKING:
     from .plan import Plan
 
 COLUMNS = ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed", "pending", "calls", "units")
-HEADERS = ("dataset", "roster", "fresh", "due", "est.units", "found", "no data", "failed", "pending", "calls", "units")
+HEADERS = ("dataset", "VINs", "fresh", "due", "est.", "found", "none", "failed", "pending", "calls", "units")
 
 
 # --- bookkeeping: pure functions the flows use to add up what their tasks report ---------------------
@@ -113,12 +113,15 @@ def print_summary(summary: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=headline(summary), title_justify="left")
+    from rich import box
+
+    # Compact enough for an 80-column terminal; the headline carries the totals.
+    table = Table(title=headline(summary), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
     for h in HEADERS:
         table.add_column(h, justify="left" if h == "dataset" else "right")
     for r in rows(summary):
         table.add_row(*r)
-    console = Console(width=None if Console().is_terminal else 120)
+    console = Console(width=None if Console().is_terminal else 100)
     console.print(table)
     for note in notes(summary):
         console.print(f"[yellow]{note}[/yellow]")
