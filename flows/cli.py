@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         # Prefect reads its log level when first imported, which building the parser may do: decide
         # first. Its INFO lines would drown the progress bars; -v brings them (and HTTP requests) back.
         os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    command = next((a for a in arguments if not a.startswith("-")), None)
+    if command == "sandbox":
+        # The sandbox has its own options (--port, --fault-rate...): hand them over untouched.
+        return _run_sandbox(argparse.Namespace(sandbox_args=arguments[arguments.index("sandbox") + 1:]))
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,

@@ -93,3 +93,25 @@ def test_cli_lookup_prints_a_table_or_json_and_fails_cleanly(capsys, monkeypatch
     assert answer["attributes"]["make"] and answer["input"]["key"] == "[redacted]"
     assert main(["lookup", "market-value", "1HGCM82633A004352", "--condition", "mint"]) == 1
     assert "Invalid condition" in capsys.readouterr().err
+
+
+def test_fleet_sandbox_serves_until_terminated():
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "sandbox", "--port", "0", "--seed", "3"],
+                               cwd=root, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        line = process.stdout.readline().strip()
+        assert line.startswith("SANDBOX_URL=http://127.0.0.1:")
+        answer = httpx.get(line.split("=", 1)[1] + "/v1/recalls-ymm",
+                           params={"year": "2019", "make": "Toyota", "model": "Camry", "key": "k"}, timeout=10)
+        assert answer.status_code == 200 and answer.json()["success"] is True
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
