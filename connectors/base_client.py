@@ -17,9 +17,9 @@ from .billing import units_for_answer
 from .calls import CallObserver, CallRecord
 from .config import Settings
 from .endpoints import ENDPOINTS, Endpoint
-from .redact import guard_loggers, redact_payload, redact_text
+from .redact import guard_loggers, redact_echo, redact_text
 from .retry import parse_retry_after
-from .transport import build_http_client
+from .transport import open_session
 
 log = logging.getLogger("connectors.client")
 
@@ -49,7 +49,7 @@ class BaseClient:
         self.settings = settings
         self._secrets = tuple(s for s in (settings.api_key,) if s)
         guard_loggers(settings.api_key)
-        self._http = build_http_client(settings, http_transport)
+        self._http = open_session(settings, self._clean, http_transport)
         self._on_call = on_call
         self._sleep = asyncio.sleep  # replaced in tests that count backoff without waiting
 
@@ -118,14 +118,8 @@ class BaseClient:
             await self._sleep(delay)
 
     async def _send_once(self, ep: Endpoint, query: dict[str, str], headers: dict[str, str], body: Any) -> Answer:
-        try:
-            response = await self._http.request(ep.method, ep.path, params=query, headers=headers, json=body)
-            content = response.content
-        except httpx.TimeoutException as exc:
-            raise errors.APITimeoutError(self._clean(f"{type(exc).__name__} calling {ep.path}: {exc}"), endpoint=ep.name) from None
-        except (httpx.HTTPError, OSError, asyncio.TimeoutError) as exc:
-            raise errors.APIConnectionError(self._clean(f"{type(exc).__name__} calling {ep.path}: {exc}"), endpoint=ep.name) from None
-        return self._decode(ep, response.status_code, content, response.headers)
+        response = await self._http.send(ep.method, ep.path, query, headers, body, ep.name)
+        return self._decode(ep, response.status, response.content, response.headers)
 
     def _decode(self, ep: Endpoint, status: int, content: bytes, headers: Mapping[str, str]) -> Answer:
         text = content.decode("utf-8", errors="replace")
@@ -135,14 +129,15 @@ class BaseClient:
         if not is_json and status < 400 and (ep.model is None or "xml" in content_type or "csv" in content_type):
             return Answer(status, self._clean(text), dict(headers))
         try:
-            body = json.loads(text)
+            # Redact the text before parsing: one C-speed pass instead of visiting every string.
+            body = json.loads(self._clean(text) if any(s in text for s in self._secrets) else text)
         except ValueError:
             if status < 400:
                 raise errors.MalformedResponseError(
                     f"{ep.path} answered {status} with a body that is not valid JSON", endpoint=ep.name, status=status
                 ) from None
             body = {"success": False, "message": self._clean(text.strip()[:300]) or f"HTTP {status}"}
-        body = redact_payload(body, self._secrets)
+        body = redact_echo(body)
         failed = status >= 400 or (isinstance(body, dict) and body.get("success") is False)
         if failed:
             raise errors.error_from_response(status, body if isinstance(body, dict) else {}, endpoint=ep.name, retry_after=retry_after)

@@ -25,21 +25,13 @@ def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:
     return text
 
 
-def redact_payload(value: Any, secrets: tuple[str, ...] = ()) -> Any:
-    """A copy of a decoded JSON value with `key` fields and secret strings redacted.
-
-    The real service echoes the key back inside `input`; this drops it at the edge.
-    """
-    if isinstance(value, dict):
-        return {
-            k: (REDACTED if k.lower() in ("key", "api_key", "apikey") and v else redact_payload(v, secrets))
-            for k, v in value.items()
-        }
-    if isinstance(value, list):
-        return [redact_payload(v, secrets) for v in value]
-    if isinstance(value, str) and secrets:
-        return redact_text(value, secrets)
-    return value
+def redact_echo(body: Any) -> Any:
+    """Blank the `input.key` the service echoes back, whatever its value (the key may differ in case)."""
+    if isinstance(body, dict):
+        echoed = body.get("input")
+        if isinstance(echoed, dict) and echoed.get("key"):
+            body["input"] = {**echoed, "key": REDACTED}
+    return body
 
 
 class RedactingFilter(logging.Filter):

@@ -28,6 +28,10 @@ MILEAGE_BAND = pl.Struct({"model_year": pl.String, "range_begin": pl.Int32, "ran
 ADD_DEDUCT = pl.Struct({"uoc": pl.String, "name": pl.String, "xclean": pl.Float64, "clean": pl.Float64,
                         "avg": pl.Float64, "rough": pl.Float64, "auto": pl.String})
 TS = pl.Datetime("us", "UTC")
+_GROUP_FIELDS = set(GROUP.to_schema())
+_AUCTION_FIELDS = set(AUCTION.to_schema())
+_BAND_FIELDS = set(MILEAGE_BAND.to_schema())
+_ADD_DEDUCT_FIELDS = set(ADD_DEDUCT.to_schema())
 
 Fetched = tuple[str, Any, datetime]  # (vin, parsed result, fetched_at)
 
@@ -90,10 +94,10 @@ def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str
             "condition": asked.get("condition"),
             **_pick(r, ("model_year", "make", "model", "series", "style", "uvc", "publish_date", "retail",
                         "trade_in", "rough_trade_in", "average_trade_in", "loan_value", "msrp", "retail_equipped")),
-            "valuation_groups": [g.model_dump(include=set(GROUP.to_schema())) for g in r.groups],
-            "auction_values": r.auction_values.model_dump(include=set(AUCTION.to_schema())) if r.auction_values else None,
-            "mileage_list": [b.model_dump(include=set(MILEAGE_BAND.to_schema())) for b in r.mileage_list],
-            "add_deduct_list": [d.model_dump(include=set(ADD_DEDUCT.to_schema())) for d in r.add_deduct_list],
+            "valuation_groups": [g.model_dump(include=_GROUP_FIELDS) for g in r.groups],
+            "auction_values": r.auction_values.model_dump(include=_AUCTION_FIELDS) if r.auction_values else None,
+            "mileage_list": [b.model_dump(include=_BAND_FIELDS) for b in r.mileage_list],
+            "add_deduct_list": [d.model_dump(include=_ADD_DEDUCT_FIELDS) for d in r.add_deduct_list],
             "fetched_at": at,
         })
     return _frame(rows, MARKET_SCHEMA)
