@@ -12,12 +12,16 @@ from typing import Protocol
 
 
 class Reporter(Protocol):
+    def say(self, text: str) -> None: ...
     def start(self, key: str, description: str, total: int) -> None: ...
     def advance(self, key: str, amount: int = 1) -> None: ...
     def finish(self, key: str) -> None: ...
 
 
 class Silent:
+    def say(self, text: str) -> None:
+        return None
+
     def start(self, key: str, description: str, total: int) -> None:
         return None
 
@@ -46,6 +50,9 @@ class RichBars:
 
     def __exit__(self, *exc: object) -> None:
         self._progress.stop()
+
+    def say(self, text: str) -> None:
+        self._progress.console.print(text, highlight=False)
 
     def start(self, key: str, description: str, total: int) -> None:
         with self._lock:

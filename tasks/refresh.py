@@ -28,7 +28,7 @@ from .plan import make_plan, parse_freshness, read_slice
 from .recall_batches import run_recall_batches
 from .recall_details import fetch_recall_details
 from .storage import open_database
-from .summary import summary_markdown
+from .summary import plan_text, summary_markdown
 
 TASK = dict(cache_policy=NONE, persist_result=False, retries=0)
 _RUN_DATASET_COLUMNS = {
@@ -66,6 +66,8 @@ def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, fr
     with open_database(db_path) as db:
         plan = make_plan(db, run_id, datasets, staging_dir(db_path, run_id), force=force, freshness=parse_freshness(freshness))
     reporter = progress.current()
+    reporter.say(plan_text(plan))
+    get_run_logger().info(plan_text(plan))
     for name, d in plan.datasets.items():
         if name != "recalls" and d.due:
             reporter.start(name, f"Fetching {name}", d.due)

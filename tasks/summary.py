@@ -65,6 +65,19 @@ def final_status(summary: dict[str, Any]) -> None:
     summary["status"] = "partial" if unfinished else "completed"
 
 
+def plan_text(plan: "Plan") -> str:
+    """The plan as the user sees it before any call: calls and units per endpoint, VINs skipped as fresh."""
+    from connectors import ENDPOINTS
+
+    lines = [f"Plan: {plan.estimated_units} units"
+             + (f" (+ up to {plan.recall_detail_ceiling} for recall campaign details)" if plan.recall_detail_ceiling else "")]
+    for name, d in plan.datasets.items():
+        calls = f"{d.due} VINs" if name == "recalls" else f"{d.due} calls"  # batched, 1 unit per VIN
+        lines.append(f"  {name:<13}{ENDPOINTS[d.endpoint].path:<25}{calls:>11}{d.estimated_units:>8} units"
+                     f"{d.skipped_fresh:>7} fresh")
+    return "\n".join(lines)
+
+
 # --- presentation ------------------------------------------------------------------------------------
 
 
