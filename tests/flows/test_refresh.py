@@ -157,3 +157,20 @@ def test_a_webhook_replaces_polling(service, fleet_file, db_path, read):
     delivered = [w for w in sandbox.webhooks() if not w.get("error")]
     assert len(delivered) == 1 and delivered[0]["payload"]["status"] == "completed"
     assert sandbox.count("/v1/recalls-batch/status") == 2  # once at the start, once when notified
+
+
+def test_ownership_only_when_asked_and_allowed(service, fleet_file, db_path, read):
+    sandbox = service()
+    fleet = fleet_file(12)
+    default = run(fleet, db_path, dry_run=True)
+    assert "ownership" not in default["datasets"]  # never fetched unless asked
+    refused = run(fleet, db_path, datasets=["ownership"], concurrency=2, chunk_size=4)
+    ownership = refused["datasets"]["ownership"]
+    assert "403" in ownership["stop_reason"] and ownership["failed"] == 0
+    assert ownership["pending"] == 12 - ownership["found"] - ownership["no_data"] == 12
+    assert sandbox.units(os.environ["VDS_API_KEY"]) == 0
+    service("test_enterprise")
+    allowed = run(fleet, db_path, datasets=["ownership"])["datasets"]["ownership"]
+    assert allowed["found"] + allowed["no_data"] == 12 and allowed["found"] > 0
+    owners = read(db_path, "SELECT sum(owner_count) FROM ownership_records")[0][0]
+    assert sandbox.units("test_enterprise") == owners  # billed per owner returned
