@@ -10,24 +10,29 @@ from .base import EchoedInput, Integer, Result, ServiceModel, Text
 from .specs import SpecsResult
 
 
-class PlateDecode(Result):
-    """`/v2/platedecoder` single-object form; the field set varies by country."""
+class _PlateVehicle(Result):
+    """The vehicle fields both plate decoders share."""
 
     input: EchoedInput = Field(default_factory=dict)
-    description: Text = None
+    vin: Text = None
+    year: Text = None
     make: Text = None
     model: Text = None
     trim: Text = None
-    vin: Text = None
-    style: Text = None
-    year: Text = None
-    assembly: Text = None
+    description: Text = None
+    engine_size: Text = None
+    body_style: Text = None
+    transmission: Text = None
+    drive_type: Text = None
     fuel_type: Text = None
     color: Text = None
-    body_style: Text = None
-    engine_size: Text = None
-    drive_type: Text = None
-    transmission: Text = None
+
+
+class PlateDecode(_PlateVehicle):
+    """`/v2/platedecoder` single-object form; the field set varies by country."""
+
+    style: Text = None
+    assembly: Text = None
 
 
 class PlateFanOut(Result):
@@ -38,22 +43,9 @@ class PlateFanOut(Result):
     billed_credits: Integer = None
 
 
-class USPlateDecode(Result):
+class USPlateDecode(_PlateVehicle):
     """`/v1/us-platedecoder`."""
 
-    input: EchoedInput = Field(default_factory=dict)
-    vin: Text = None
-    year: Text = None
-    make: Text = None
-    model: Text = None
-    trim: Text = None
-    description: Text = None
-    engine_size: Text = None
-    body_style: Text = None
-    transmission: Text = None
-    drive_type: Text = None
-    fuel_type: Text = None
-    color: Text = None
     vehicle_specs: SpecsResult | None = None
 
 
