@@ -132,6 +132,7 @@ class Database:
         self.path = str(path)
         self._lock = threading.RLock()
         self._users = 1
+        self._columns: dict[str, list[str]] = {}
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -209,11 +210,14 @@ class Database:
         return int(rows[0][0] or 0) if rows else 0
 
     def columns(self, table: str) -> list[str]:
-        rows = self._rows(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = $table ORDER BY ordinal_position",
-            {"table": table},
-        )
-        return [r[0] for r in rows]
+        # Asked on every landing; the schema only changes through migrations, applied at open.
+        if table not in self._columns:
+            rows = self._rows(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = $table ORDER BY ordinal_position",
+                {"table": table},
+            )
+            self._columns[table] = [r[0] for r in rows]
+        return self._columns[table]
 
     # -- named queries -----------------------------------------------------------------------
     def _query_sql(self, name: str) -> str:
