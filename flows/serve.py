@@ -54,11 +54,35 @@ def build_deployments(
     ]
     return [
         refresh_fleet.to_deployment(
-            name=name, schedule=Cron(cron, timezone=timezone), parameters={**common, "datasets": list(datasets)},
+            name=name, schedule=Cron(cron, timezone=timezone),
+            parameters={**common, "datasets": list(datasets), "freshness": scheduled_freshness(cron, timezone, datasets)},
             description=description, tags=["fleet"],
         )
         for name, cron, datasets, description in plans
     ]
+
+
+def scheduled_freshness(cron: str, timezone: str, datasets: list[str]) -> dict[str, str]:
+    """Freshness windows a little shorter than the schedule's shortest gap.
+
+    With a 7-day window and a weekly run, last week's answers (stamped a few seconds after last
+    week's tick) are a few seconds short of 7 days old at this week's tick: still fresh, so every
+    other run would skip them; a 30-day window skips February's. 90% of the gap leaves room for a
+    run's own length. Specs keep their year: a decode does not change.
+    """
+    import asyncio
+
+    from prefect.server.schemas.schedules import CronSchedule
+
+    from tasks.plan import DEFAULT_FRESHNESS
+
+    fire_times = asyncio.run(CronSchedule(cron=cron, timezone=timezone).get_dates(n=13))
+    gap = min(b - a for a, b in zip(fire_times, fire_times[1:]))
+    hours = max(1, int(gap.total_seconds() * 0.9 // 3600))
+    return {
+        d: f"{hours}h" for d in datasets
+        if d != "specs" and DEFAULT_FRESHNESS[d].total_seconds() > hours * 3600
+    }
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

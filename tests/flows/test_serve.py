@@ -28,7 +28,8 @@ def test_weekly_recalls_and_monthly_values_with_their_parameters(tmp_path):
     assert (recalls.name, _schedule(recalls)) == ("weekly-recalls", ("0 6 * * 1", "UTC"))
     assert (values.name, _schedule(values)) == ("monthly-values", ("0 6 1 * *", "UTC"))
     assert recalls.parameters == {"paths": [str(fleet)], "db": str(tmp_path / "fleet.duckdb"),
-                                  "lake": str(tmp_path / "lake"), "datasets": ["recalls"]}
+                                  "lake": str(tmp_path / "lake"), "datasets": ["recalls"],
+                                  "freshness": {"recalls": "151h"}}  # 90% of a week: each run re-checks
     assert values.parameters["datasets"] == ["specs", "market_value", "history", "lien_theft"]
     assert recalls.entrypoint == values.entrypoint == "flows/refresh.py:refresh_fleet"
     assert not any("key" in name.lower() for d in (recalls, values) for name in d.parameters)
@@ -42,7 +43,8 @@ def test_options_change_schedules_datasets_and_make_paths_absolute(tmp_path, mon
     assert _schedule(recalls) == ("30 5 * * 2", "Europe/Paris")
     assert _schedule(values) == ("0 4 15 * *", "Europe/Paris")
     assert values.parameters == {"paths": [str(tmp_path / "fleet.csv")], "db": str(tmp_path / "out" / "fleet.duckdb"),
-                                 "lake": None, "datasets": ["market_value"]}
+                                 "lake": None, "datasets": ["market_value"],
+                                 "freshness": {"market_value": "604h"}}  # 90% of February
     with pytest.raises(ValueError, match="unknown dataset"):
         build_deployments("fleet.csv", value_datasets=["prices"])
     with pytest.raises(ValueError, match="cron"):
@@ -64,6 +66,7 @@ def test_prefect_yaml_describes_the_same_deployments():
     for name, deployment in described.items():
         assert [(s["cron"], s["timezone"]) for s in deployment["schedules"]] == [_schedule(built[name])]
         assert deployment["parameters"]["datasets"] == built[name].parameters["datasets"]
+        assert deployment["parameters"]["freshness"] == built[name].parameters["freshness"]
         assert deployment["entrypoint"] == built[name].entrypoint
 
 
@@ -78,3 +81,11 @@ def test_prefect_yaml_entrypoint_imports_and_takes_its_parameters():
         assert isinstance(flow, Flow) and flow.name == "fleet-refresh"
         inspect.signature(flow.fn).bind(**deployment["parameters"])  # every parameter is one the flow takes
         assert (ROOT / deployment["parameters"]["paths"][0]).is_file()
+
+
+def test_scheduled_windows_are_shorter_than_the_gap_between_runs():
+    from flows.serve import scheduled_freshness
+
+    assert scheduled_freshness("0 6 * * *", "UTC", ["recalls", "specs"]) == {"recalls": "21h"}  # daily
+    monthly = scheduled_freshness(VALUES_CRON, "UTC", ["specs", "market_value", "history"])
+    assert monthly == {"market_value": "604h", "history": "604h"}  # specs keep their year
