@@ -64,6 +64,11 @@ def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | 
 @task(name="plan-refresh", **TASK)
 def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None) -> dict:
     with open_database(db_path) as db:
+        # This process holds the database, so no other run is using the staging area: due lists
+        # a killed run left behind are of no use (its plan is made again) and go.
+        for leftover in staging_dir(db_path, run_id).parent.glob("*"):
+            if leftover.is_dir() and leftover != batches_dir(db_path) and leftover.name != run_id:
+                shutil.rmtree(leftover, ignore_errors=True)
         plan = make_plan(db, run_id, datasets, staging_dir(db_path, run_id), force=force, freshness=parse_freshness(freshness))
     reporter = progress.current()
     reporter.say(plan_text(plan))

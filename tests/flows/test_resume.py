@@ -103,6 +103,10 @@ def test_killed_refresh_resumes_without_paying_twice(kill_point, slow_sandbox, f
     assert sandbox.count("/specs", key=KEY) - before["/specs"] == resumed["datasets"]["specs"]["planned"]
     assert landed_specs == 24
 
+    staging = Path(db).parent / "staging"
+    assert [p.name for p in staging.iterdir()] == ["recall_batches"]  # the killed run's due lists are gone
+    assert not list((staging / "recall_batches").iterdir())  # and every batch's VIN list, once landed
+
     # The same fleet refreshed without interruption, on a fresh database, ends identical.
     monkeypatch.setenv("VDS_API_KEY", "reference_key")
     reference = str(tmp_path / "reference.duckdb")
