@@ -60,7 +60,7 @@ def _backfill_fleet(
     from tasks.plan import Plan
     from tasks.refresh import fetch_dataset_chunk, finish_refresh
 
-    from tasks.summary import add_counts, budget_left, final_status, record_chunk, start_summary
+    from tasks.summary import budget_left, final_status, record_chunk, start_summary
 
     from .refresh import ORDER, new_run_id
 

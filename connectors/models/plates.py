@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from .base import EchoedInput, Integer, Result, ServiceModel, Text
+from .base import EchoedInput, Integer, Result, Text
 from .specs import SpecsResult
 
 

@@ -7,7 +7,6 @@ the conformance tests then send schemathesis-generated requests to the in-proces
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
