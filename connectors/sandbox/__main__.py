@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-rate", type=float, default=1000.0, help="recall batch VINs processed per second")
     p.add_argument("--insecure-webhooks", action="store_true",
                    help="also accept http://127.0.0.1 / localhost webhookUrl and csvUrl")
+    p.add_argument("--journal", action="store_true", help="record every call in order (GET /_sandbox/journal)")
     return p
 
 
@@ -39,7 +40,7 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
                          slow_ms=args.slow_ms, latency_ms=args.latency_ms,
                          omit_retry_after=args.omit_retry_after, seed=args.seed)
     return SandboxConfig(faults=faults, batch_vins_per_second=args.batch_rate,
-                         insecure_webhooks=args.insecure_webhooks)
+                         insecure_webhooks=args.insecure_webhooks, journal=args.journal)
 
 
 async def _serve(config: SandboxConfig, host: str, port: int) -> None:

@@ -18,6 +18,7 @@ class SandboxConfig:
     insecure_webhooks: bool = False         # also allow http://127.0.0.1 / localhost webhookUrl and csvUrl
     webhook_timeout_seconds: float = 5.0
     openapi_path: Path = DEFAULT_OPENAPI
+    journal: bool = False                   # record every call in order (GET /_sandbox/journal)
     seed: int | None = None                 # when set, overrides faults.seed
 
     def effective_faults(self) -> FaultConfig:

@@ -55,6 +55,17 @@ class Sandbox:
     def set_batch_rate(self, vins_per_second: float) -> None:
         self._admin_call("POST", "/_sandbox/settings", json={"batch_vins_per_second": vins_per_second})
 
+    def record_journal(self, on: bool = True) -> None:
+        self._admin_call("POST", "/_sandbox/settings", json={"journal": on})
+
+    def journal(self) -> list[dict]:
+        """Every call since the journal was switched on (or the last reset), in arrival order."""
+        return self._admin_call("GET", "/_sandbox/journal")["calls"]
+
+    def peak_in_flight(self) -> int:
+        """Most calls the sandbox was serving at once since the last reset."""
+        return self.stats()["peak_in_flight"]
+
     def count(self, endpoint: str | None = None, *, key: str | None = None, status: int | None = None) -> int:
         """How many calls matched, from stats (None = any)."""
         return sum(r["count"] for r in self.stats()["requests"]

@@ -70,6 +70,7 @@ async def service_middleware(request: web.Request, handler):
     key = request.query.get("key", "")
     faults = state.faults.config
     draw = state.faults.draw()
+    state.stats.started()
     # A timed-out call counts as 504 even when the client hangs up before the answer.
     status = 504 if draw.kind == "timeout" else DROPPED
     try:
@@ -84,7 +85,7 @@ async def service_middleware(request: web.Request, handler):
             transport.abort()
         raise asyncio.CancelledError from None
     finally:
-        state.stats.count(endpoint, key, status)
+        state.stats.count(endpoint, key, status, request.query.get("vin", ""))
 
 
 async def _answer(request, handler, draw, faults: FaultConfig) -> web.StreamResponse:
@@ -125,7 +126,13 @@ async def admin_stats(request):
     state = request.app[STATE]
     requests = state.stats.requests()
     return web.json_response({"requests": requests, "units": state.ledger.units(),
-                              "total": sum(r["count"] for r in requests)})
+                              "total": sum(r["count"] for r in requests),
+                              "in_flight": state.stats.in_flight, "peak_in_flight": state.stats.peak_in_flight})
+
+
+async def admin_journal(request):
+    return web.json_response({"enabled": request.app[STATE].stats.journal_on,
+                              "calls": request.app[STATE].stats.journal()})
 
 
 async def admin_reset(request):
@@ -160,10 +167,13 @@ async def admin_settings(request):
     body = await request.json()
     if "batch_vins_per_second" in body:
         state.batches.vins_per_second = float(body["batch_vins_per_second"])
+    if "journal" in body:
+        state.stats.journal_on = bool(body["journal"])
     if "insecure_webhooks" in body:
         state.config.insecure_webhooks = state.batches.insecure_webhooks = bool(body["insecure_webhooks"])
     return web.json_response({"batch_vins_per_second": state.batches.vins_per_second,
-                              "insecure_webhooks": state.config.insecure_webhooks})
+                              "insecure_webhooks": state.config.insecure_webhooks,
+                              "journal": state.stats.journal_on})
 
 
 async def admin_health(request):
@@ -189,5 +199,6 @@ def create_app(config: SandboxConfig | None = None) -> web.Application:
     app.router.add_get("/_sandbox/webhooks", admin_webhooks)
     app.router.add_post("/_sandbox/settings", admin_settings)
     app.router.add_get("/_sandbox/health", admin_health)
+    app.router.add_get("/_sandbox/journal", admin_journal)
     app.on_cleanup.append(_close_batches)
     return app

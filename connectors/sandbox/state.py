@@ -25,7 +25,7 @@ class SandboxState:
         ledger = Ledger()
         for key, account in config.accounts.items():
             ledger.add_account(key, account)
-        return cls(config=config, ledger=ledger, stats=Stats(), faults=FaultInjector(config.effective_faults()),
+        return cls(config=config, ledger=ledger, stats=Stats(config.journal), faults=FaultInjector(config.effective_faults()),
                    batches=BatchStore(config.batch_vins_per_second, config.insecure_webhooks,
                                       config.webhook_timeout_seconds))
 

@@ -1,4 +1,9 @@
-"""Counts of what the sandbox served, so tests can assert how many calls a flow made."""
+"""Counts of what the sandbox served, so tests can assert how many calls a flow made.
+
+Beyond the counts: the peak number of calls in flight at once (benchmarks use it to show that
+contenders ran at the same concurrency) and, when switched on, a journal of every call in
+arrival order (reliability tests use it to prove that no call followed a non-retryable answer).
+"""
 from __future__ import annotations
 
 import threading
@@ -8,19 +13,38 @@ DROPPED = 0  # status recorded for connections closed without an answer
 
 
 class Stats:
-    def __init__(self):
+    def __init__(self, journal: bool = False):
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str, int]] = Counter()
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.journal_on = journal
+        self._journal: list[tuple[str, str, str, int]] = []
 
-    def count(self, endpoint: str, key: str, status: int) -> None:
+    def started(self) -> None:
         with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def count(self, endpoint: str, key: str, status: int, vin: str = "") -> None:
+        with self._lock:
+            self.in_flight -= 1
             self._counts[(endpoint, key, status)] += 1
+            if self.journal_on:
+                self._journal.append((endpoint, key, vin, status))
 
     def requests(self) -> list[dict]:
         with self._lock:
             items = sorted(self._counts.items())
         return [{"endpoint": e, "key": k, "status": s, "count": n} for (e, k, s), n in items]
 
+    def journal(self) -> list[dict]:
+        with self._lock:
+            entries = list(self._journal)
+        return [{"endpoint": e, "key": k, "vin": v, "status": s} for e, k, v, s in entries]
+
     def reset(self) -> None:
         with self._lock:
             self._counts.clear()
+            self._journal.clear()
+            self.peak_in_flight = self.in_flight

@@ -83,3 +83,31 @@ def test_latency_config_round_trips_through_admin(sandbox, http):
     assert http.get("/_sandbox/faults").json()["latency_ms"] == [1, 3]
     assert statuses(http, 5) == [200] * 5
 
+
+
+def test_journal_records_calls_in_order_and_peak_in_flight_counts_overlap(sandbox, http):
+    import concurrent.futures
+
+    sandbox.reset_stats()
+    sandbox.record_journal(True)
+    try:
+        sandbox.set_faults(FaultConfig(rate=1.0, statuses=[503], retry_after_seconds=0))
+        get(http, "/specs", vin=VIN)
+        sandbox.set_faults(FaultConfig())
+        get(http, "/v1/recalls", vin="1HGCM82633A004352")
+        journal = [(c["endpoint"], c["vin"], c["status"]) for c in sandbox.journal()]
+        assert journal == [("/specs", VIN, 503), ("/v1/recalls", "1HGCM82633A004352", 200)]
+        assert all(c["key"] for c in sandbox.journal())
+    finally:
+        sandbox.record_journal(False)
+    assert sandbox.peak_in_flight() == 1  # one call at a time so far
+
+    sandbox.reset_stats()
+    sandbox.set_faults(FaultConfig(latency_ms=(300, 300)))
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda _: httpx.get(f"{sandbox.url}/specs", params={"vin": VIN, "key": "k"},
+                                                    trust_env=False, timeout=10).status_code, range(6)))
+    sandbox.set_faults(FaultConfig())
+    assert len(answers) == 6
+    assert 2 <= sandbox.peak_in_flight() <= 6 and sandbox.stats()["in_flight"] == 0
+    assert sandbox.journal() == []  # off: nothing recorded
