@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,30 @@ async def _prefect_texts() -> str:
     return "\n".join(parts)
 
 
-def test_the_key_is_absent_from_db_lake_logs_and_artifacts(sandbox, fleet_file, tmp_path, monkeypatch, caplog, capfd):
+def _prefect_files() -> list[Path]:
+    """Everything Prefect itself keeps: its home (profiles, result storage) and the server's database."""
+    from prefect.settings import PREFECT_HOME, PREFECT_SERVER_DATABASE_CONNECTION_URL
+
+    database = Path(PREFECT_SERVER_DATABASE_CONNECTION_URL.value().split(":///", 1)[1])
+    files = [p for p in Path(PREFECT_HOME.value()).rglob("*") if p.is_file()]
+    return files + [p for p in database.parent.glob(database.name + "*") if p.is_file()]
+
+
+def _wait_for_prefect_records(needle: bytes, limit: float = 20.0) -> list[Path]:
+    """Logs and events reach the server's database in the background: wait until the run's id is there."""
+    from prefect.logging.handlers import APILogHandler
+
+    APILogHandler().flush()
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        files = _prefect_files()
+        if any(needle in p.read_bytes() for p in files):
+            return files
+        time.sleep(0.25)
+    raise AssertionError("the run never reached Prefect's database: the scan would prove nothing")
+
+
+def test_the_key_is_absent_from_everything_a_run_writes(sandbox, fleet_file, tmp_path, monkeypatch, caplog, capfd):
     monkeypatch.setenv("VDS_BASE_URL", sandbox.url)
     monkeypatch.setenv("VDS_API_KEY", SECRET)
     caplog.set_level(logging.DEBUG)
@@ -56,6 +80,10 @@ def test_the_key_is_absent_from_db_lake_logs_and_artifacts(sandbox, fleet_file, 
     prefect_texts = asyncio.run(_prefect_texts())
     assert "Fleet refresh" in prefect_texts  # the summary artifact is there
     assert SECRET not in prefect_texts
+    # Prefect's own records, byte by byte: the server's database (flow and task runs, parameters,
+    # logs, events, artifacts) and its home (result storage). The run id proves the scan sees them.
+    prefect_files = _wait_for_prefect_records(summary["run_id"].encode())
+    assert [str(p) for p in prefect_files if SECRET.encode() in p.read_bytes()] == []
 
 
 def test_cli_uses_the_embedded_sandbox_and_prints_the_plan(fleet_file, tmp_path, monkeypatch, capsys):
