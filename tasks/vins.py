@@ -1,7 +1,7 @@
 """VIN normalisation and validation as polars expressions (vectorised, no row loops).
 
 Rules (ISO 3779 / 49 CFR 565):
-- normalise: trim, upper case, remove inner spaces and dashes;
+- normalise: trim, upper case, remove inner spaces, dashes and zero-width characters;
 - 17 characters from 0-9 and A-Z without I, O, Q;
 - position 9 is a check digit. It is mandatory for North American VINs (first
   character 1-5) and only advisory elsewhere (many European makers fill it
@@ -38,7 +38,10 @@ _TRANSLITERATION_BY_BASE36 = pl.Series(
     "transliteration", [TRANSLITERATION.get(c, 0) for c in "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"], dtype=pl.Int64
 )
 _ALLOWED_RE = re.compile(ALLOWED_PATTERN)
-_STRIP_RE = re.compile(r"[\s\-]+")
+# Spaces, dashes and the invisible characters a copy from a web page or a spreadsheet brings along
+# (zero-width space/joiners, word joiner, a stray BOM): none is ever part of a VIN.
+STRIP_PATTERN = r"[\s\-\u200b-\u200d\u2060\ufeff]+"
+_STRIP_RE = re.compile(STRIP_PATTERN)
 
 
 def _as_expr(vin: pl.Expr | str) -> pl.Expr:
@@ -47,7 +50,7 @@ def _as_expr(vin: pl.Expr | str) -> pl.Expr:
 
 def normalise_vin_expr(raw: pl.Expr | str) -> pl.Expr:
     """Trimmed, upper-cased VIN without spaces or dashes; empty strings become null."""
-    cleaned = _as_expr(raw).cast(pl.String).str.replace_all(r"[\s\-]+", "").str.to_uppercase()
+    cleaned = _as_expr(raw).cast(pl.String).str.replace_all(STRIP_PATTERN, "").str.to_uppercase()
     return pl.when(cleaned.str.len_chars() == 0).then(None).otherwise(cleaned)
 
 
