@@ -15,7 +15,9 @@ are not part of `rows_in`.
 from __future__ import annotations
 
 import codecs
+import csv
 import glob as globbing
+import io
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -29,6 +31,17 @@ CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".tab"}
 PARQUET_SUFFIXES = {".parquet", ".pq"}
 CANDIDATE_DELIMITERS = (",", ";", "\t", "|")
 SNIFF_BYTES = 64 * 1024
+# Control characters other than tab, line feed, carriage return and form feed never occur in a text
+# export; more than a few in the first 64 KB means a binary file with a .csv name.
+_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+BINARY_SIGNATURES = {
+    b"PK\x03\x04": "an Excel workbook or other ZIP archive",
+    b"\xd0\xcf\x11\xe0": "an old Excel (.xls) workbook",
+    b"\x89PNG": "a PNG image",
+    b"%PDF": "a PDF document",
+    b"\x1f\x8b": "a gzip archive",
+}
+EXPORT_HINT = "export the fleet as CSV (UTF-8) or Parquet"
 
 # Header names (lower case, letters and digits only) that mean "this is the VIN".
 VIN_HEADER_NAMES = {
@@ -56,8 +69,28 @@ class FleetFileError(Exception):
 
     def __init__(self, path: Path | str, problem: str):
         self.path = str(path)
-        self.problem = problem
-        super().__init__(f"{path}: {problem}")
+        # One line, whatever the file held: the message is printed as is by the command line.
+        self.problem = _one_line(problem, limit=600)
+        super().__init__(f"{_one_line(self.path, limit=300)}: {self.problem}")
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _column_list(columns: list[str], shown: int = 8) -> str:
+    """Column names for a message: a file with a 100 MB header must not give a 100 MB error."""
+    if not columns:
+        return "none"
+    names = [repr(_one_line(c, limit=40)) if c != _one_line(c, limit=40) or not c.strip() else c for c in columns[:shown]]
+    more = f" and {len(columns) - shown} more" if len(columns) > shown else ""
+    return ", ".join(names) + more
+
+
+def _polars_problem(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return _one_line(text.splitlines()[0] if text else type(exc).__name__)
 
 
 @dataclass
@@ -121,16 +154,16 @@ def expand_paths(paths: list[str | Path] | str | Path) -> tuple[list[Path], list
                 else:
                     skipped.append(str(child))
             if not any(f.parent == path for f in files):
-                raise FleetFileError(path, "folder holds no CSV or Parquet files")
+                raise FleetFileError(path, "folder holds no CSV or Parquet files: point at the fleet file itself or put it there")
         elif path.exists():
             files.append(path)
         elif globbing.has_magic(text):
             matched = sorted(Path(p) for p in globbing.glob(text, recursive=True) if Path(p).is_file())
             if not matched:
-                raise FleetFileError(text, "no files match this pattern")
+                raise FleetFileError(text, "no files match this pattern: check the pattern and the folder")
             files.extend(matched)
         else:
-            raise FleetFileError(path, "file not found")
+            raise FleetFileError(path, "file not found: check the path")
     # The same file named twice (folder + glob) is read once.
     unique = list(dict.fromkeys(files))
     return unique, skipped
@@ -142,11 +175,11 @@ def _decode(raw: bytes, path: Path) -> bytes:
         try:
             return raw.decode("utf-16").encode("utf-8")
         except UnicodeDecodeError as exc:
-            raise FleetFileError(path, f"unreadable UTF-16 text ({exc.reason})") from None
+            raise FleetFileError(path, f"unreadable UTF-16 text ({exc.reason}): save it again as CSV (UTF-8)") from None
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     if b"\x00" in raw[:SNIFF_BYTES]:
-        raise FleetFileError(path, "not a CSV or Parquet file (binary content)")
+        raise FleetFileError(path, f"not a CSV or Parquet file (binary content): {EXPORT_HINT}")
     if _is_utf8(raw):
         return raw
     try:
@@ -182,47 +215,129 @@ def _sniff_delimiter(header: str) -> str:
     return best if counts[best] > 0 else ","
 
 
+EMPTY = "file is empty: a fleet file needs a header row with a VIN column, then one vehicle per row"
+NO_ROWS = "has a header but no data rows: add one vehicle per row under the header"
+
+
+def _check_head(head: bytes, size: int, path: Path) -> None:
+    """Refuse what the first 64 KB already show is no CSV, before reading the whole file."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return  # UTF-16 text: NUL bytes are expected, _decode converts it
+    for signature, kind in BINARY_SIGNATURES.items():
+        if head.startswith(signature):
+            raise FleetFileError(path, f"not a CSV or Parquet file ({kind}): {EXPORT_HINT}")
+    if b"\x00" in head or len(_CONTROL_BYTES.findall(head)) > max(8, len(head) // 1000):
+        raise FleetFileError(path, f"not a CSV or Parquet file (binary content): {EXPORT_HINT}")
+    body = head.lstrip(b" \t\r\n\xef\xbb\xbf")
+    if size > len(head) and body and not re.search(rb"[\r\n]", body):
+        raise FleetFileError(
+            path,
+            f"no line break in the first {SNIFF_BYTES // 1024} KB of a {size:,}-byte file: not a fleet CSV "
+            "(expected a header row, then one vehicle per line); check the file is the fleet export",
+        )
+
+
 def _read_csv(path: Path) -> pl.DataFrame:
     try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            head = handle.read(SNIFF_BYTES)
+        _check_head(head, size, path)
         raw = path.read_bytes()
     except OSError as exc:
-        raise FleetFileError(path, f"unreadable ({exc.strerror or exc})") from None
+        raise FleetFileError(path, f"unreadable ({exc.strerror or exc}): check the path and its permissions") from None
     if not raw.strip():
-        raise FleetFileError(path, "file is empty")
+        raise FleetFileError(path, EMPTY)
     text = _decode(raw, path)
     del raw
     header = _first_line(text)
     if not header:
-        raise FleetFileError(path, "file is empty")
+        raise FleetFileError(path, EMPTY)
     # Blank lines before the header are not rows; polars would take the first one as the header.
     leading_blank = re.match(rb"(?:[ \t]*\r?\n)+", text)
     start = leading_blank.end() if leading_blank else 0
+    separator = _sniff_delimiter(header)
     try:
         frame = pl.read_csv(
             text[start:] if start else text,
-            separator=_sniff_delimiter(header),
+            separator=separator,
             infer_schema=False,
             quote_char='"',
             raise_if_empty=False,
         )
-    except pl.exceptions.PolarsError as exc:
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise FleetFileError(path, f"cannot be parsed as CSV ({message})") from None
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+        where = _first_bad_row(text[start:], separator) or _polars_problem(exc)
+        raise FleetFileError(
+            path, f"cannot be parsed as CSV ({where}): check the delimiter, and that every row has "
+            "as many fields as the header and closes its quotes",
+        ) from None
     return frame
 
 
-def _read_parquet(path: Path) -> pl.DataFrame:
+def _first_bad_row(text: bytes, separator: str) -> str:
+    """Which data row polars stumbled on, in the user's terms; only run once a read has failed."""
+    reader = csv.reader(io.StringIO(text.decode("utf-8", "replace"), newline=""), delimiter=separator, strict=True)
+    row = 0
     try:
-        frame = pl.read_parquet(path)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise FleetFileError(path, f"unreadable Parquet file ({str(exc).splitlines()[0] if str(exc) else exc})") from None
-    # Every column becomes text, as from a CSV, so files of both kinds line up; nested columns are JSON.
-    return frame.select(
-        pl.col(name).struct.json_encode() if isinstance(dtype, pl.Struct)
-        else pl.col(name).cast(pl.String, strict=False)
-        for name, dtype in frame.schema.items()
-        if not isinstance(dtype, (pl.List, pl.Array))
-    )  # fmt: skip
+        width = len(next(reader))
+        for row, record in enumerate(reader, 1):
+            if len(record) > width:
+                return f"row {row} has {len(record)} fields, the header {width}"
+    except csv.Error as exc:
+        if "end of data" in str(exc):
+            return f"a quote opened in row {row + 1} is never closed"
+        return f"row {row + 1}: {_one_line(str(exc))}"
+    except StopIteration:
+        pass
+    return ""
+
+
+def _read_parquet(path: Path) -> pl.DataFrame:
+    """The file's columns with their own types; `_as_text` lines them up with CSV columns."""
+    try:
+        return pl.read_parquet(path)
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+        raise FleetFileError(
+            path, f"unreadable Parquet file ({_polars_problem(exc)}): write it again, or {EXPORT_HINT}"
+        ) from None
+
+
+NESTED = (pl.List, pl.Array, pl.Struct)
+
+
+def _text_column(series: pl.Series) -> pl.Series:
+    """One column as text, as it would read from a CSV: nested values as JSON, bytes decoded as UTF-8."""
+    dtype = series.dtype
+    if dtype == pl.String:
+        return series
+    if dtype == pl.Binary:
+        # Some writers store text as plain bytes; undecodable bytes show as U+FFFD rather than vanish.
+        return pl.Series(series.name, [None if b is None else b.decode("utf-8", "replace") for b in series], pl.String)
+    if isinstance(dtype, NESTED):
+        try:
+            # json_encode works on structs: wrap the value as {"v": ...} and keep the part after '{"v":'.
+            encoded = series.to_frame("v").select(pl.struct("v").struct.json_encode()).to_series().str.slice(5)
+            encoded = encoded.str.head(-1)
+            return pl.Series(series.name, encoded).replace("null", None)
+        except pl.exceptions.PolarsError:
+            pass
+    try:
+        return series.cast(pl.String, strict=False)
+    except pl.exceptions.PolarsError:
+        return pl.Series(series.name, [None if v is None else str(v) for v in series], pl.String)
+
+
+def _as_text(frame: pl.DataFrame, path: Path, vin_name: str) -> pl.DataFrame:
+    """Every column as text, so Parquet and CSV rows validate alike; a nested VIN column is refused."""
+    vin_type = frame.schema[vin_name]
+    if isinstance(vin_type, NESTED):
+        kind = "records" if isinstance(vin_type, pl.Struct) else "lists"
+        raise FleetFileError(
+            path, f"the VIN column {vin_name!r} holds {kind} ({vin_type}), not text: write one VIN per row as text"
+        )
+    if all(dtype == pl.String for dtype in frame.schema.values()):
+        return frame
+    return pl.DataFrame([_text_column(frame[name]) for name in frame.columns])
 
 
 def _is_parquet(path: Path) -> bool:
@@ -237,7 +352,7 @@ def _read_one(path: Path) -> pl.DataFrame:
     if _is_parquet(path):
         return _read_parquet(path)
     if path.suffix.lower() in PARQUET_SUFFIXES:
-        raise FleetFileError(path, "not a Parquet file (missing PAR1 magic)")
+        raise FleetFileError(path, "not a Parquet file (missing PAR1 magic): write it again as Parquet, or name it .csv if it is CSV")
     return _read_csv(path)
 
 
@@ -248,7 +363,7 @@ def find_vin_column(columns: list[str], path: Path | str, vin_column: str | None
         for name in columns:
             if name == vin_column or _header_key(name) == wanted:
                 return name
-        raise FleetFileError(path, f"no column named {vin_column!r} (columns: {', '.join(columns) or 'none'})")
+        raise FleetFileError(path, f"no column named {vin_column!r} (columns: {_column_list(columns)}); check --vin-column")
     exact = [name for name in columns if _header_key(name) in VIN_HEADER_NAMES]
     if len(exact) == 1:
         return exact[0]
@@ -257,8 +372,10 @@ def find_vin_column(columns: list[str], path: Path | str, vin_column: str | None
     if len(loose) == 1:
         return loose[0]
     if not loose:
-        raise FleetFileError(path, f"no VIN column found (columns: {', '.join(columns) or 'none'}); pass --vin-column")
-    raise FleetFileError(path, f"several columns look like VINs ({', '.join(loose)}); pass --vin-column")
+        raise FleetFileError(
+            path, f"no VIN column found (columns: {_column_list(columns)}); name it VIN or pass --vin-column"
+        )
+    raise FleetFileError(path, f"several columns look like VINs ({_column_list(loose)}); pass --vin-column")
 
 
 def _roster_names(columns: list[str], vin_name: str) -> dict[str, str]:
@@ -284,10 +401,11 @@ def _prepare(path: Path, vin_column: str | None) -> tuple[pl.DataFrame, int]:
     """One file's data rows (blank lines removed but still numbered) and how many blank lines it had."""
     frame = _read_one(path)
     if not frame.columns:
-        raise FleetFileError(path, "file is empty")
+        raise FleetFileError(path, EMPTY)
     vin_name = find_vin_column(frame.columns, path, vin_column)
     if frame.height == 0:
-        raise FleetFileError(path, "has a header but no data rows")
+        raise FleetFileError(path, NO_ROWS)
+    frame = _as_text(frame, path, vin_name)
     frame = frame.rename(_roster_names(frame.columns, vin_name)).with_columns(
         pl.lit(str(path)).alias("source_file"),
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("source_row"),
@@ -298,7 +416,7 @@ def _prepare(path: Path, vin_column: str | None) -> tuple[pl.DataFrame, int]:
     ).to_series()
     blanks = int(blank.sum())
     if blanks == frame.height:
-        raise FleetFileError(path, "has a header but no data rows")
+        raise FleetFileError(path, NO_ROWS)
     return (frame.filter(~blank) if blanks else frame), blanks
 
 
