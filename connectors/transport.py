@@ -65,6 +65,10 @@ class AiohttpSession:
             trust_env=False,
             proxy=_proxy_for(self._settings.base_url or ""),
         )
+        # aiohttp silently sends a GET again when the server drops the connection (aio-libs/aiohttp#10790):
+        # an attempt that is neither recorded nor counted against the retry budget. Retries are ours alone.
+        # No public switch exists; this private attribute is the one aiohttp's own test client turns off.
+        self._session._retry_connection = False
         return self._session
 
     async def send(self, method: str, path: str, params: Mapping[str, str], headers: Mapping[str, str],
