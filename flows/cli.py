@@ -54,7 +54,18 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    return args.run(args)
+    try:
+        return args.run(args)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # BaseException: a polars/pyo3 PanicException is not an Exception
+        if args.verbose:
+            raise  # -v: the full traceback, for a bug report
+        text = " ".join(str(exc).split())
+        text = text if len(text) <= 300 else text[:299] + "…"
+        print(f"error: {args.command} stopped on an unexpected {type(exc).__name__}: {text or 'no message'} "
+              "(this is a bug, not your input's fault; run again with -v to see the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -36,12 +36,7 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
 
 
 def run_refresh(args: argparse.Namespace) -> int:
-    from tasks import progress
-    from tasks.ingest import FleetFileError
-    from tasks.storage import DatabaseError
-    from tasks.summary import report
-
-    from .refresh import refresh_fleet
+    from tasks.ingest import FleetFileError, read_fleet
 
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     unknown = [d for d in datasets if d not in ALL_DATASETS]
@@ -53,6 +48,20 @@ def run_refresh(args: argparse.Namespace) -> int:
     except ValueError:
         print("error: --fresh takes DATASET=AGE, e.g. market_value=14d", file=sys.stderr)
         return 2
+    try:
+        # Refuse unusable files here, in a second, rather than after the sandbox and Prefect have
+        # started, where the refusal would also come wrapped in Prefect's task-failure tracebacks.
+        # Reading twice costs about 2 s per million rows, small beside any refresh that calls.
+        read_fleet(args.paths, vin_column=args.vin_column)
+    except FleetFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from tasks import progress
+    from tasks.storage import DatabaseError
+    from tasks.summary import report
+
+    from .refresh import refresh_fleet  # imports Prefect: only once the files are known to be usable
+
     bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
     try:
         with service_settings(), (bars or contextlib.nullcontext()):
@@ -65,7 +74,7 @@ def run_refresh(args: argparse.Namespace) -> int:
                 webhook_url=args.webhook_url, webhook_listen=args.webhook_listen,
             )
     except (FleetFileError, DatabaseError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, even for DuckDB's messages
         return 2
     finally:
         progress.use(progress.Silent())
