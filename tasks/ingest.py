@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.vins import normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
+from tasks.vins import WRONG_LENGTH, normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
 
 CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".tab"}
 PARQUET_SUFFIXES = {".parquet", ".pq"}
@@ -61,6 +61,7 @@ ROSTER_ALIASES = {
 }
 
 ROSTER_LEADING = ["vin", "source_file", "source_row", "unit_number", "plate", "state", "mileage", "fleet"]
+RAW_VALUE_LIMIT = 200  # characters of a rejected VIN cell kept in rejected_rows
 REJECTED_SCHEMA = {"source_file": pl.String, "source_row": pl.Int64, "raw_value": pl.String, "reason": pl.String}
 
 
@@ -164,9 +165,17 @@ def expand_paths(paths: list[str | Path] | str | Path) -> tuple[list[Path], list
             files.extend(matched)
         else:
             raise FleetFileError(path, "file not found: check the path")
-    # The same file named twice (folder + glob) is read once.
-    unique = list(dict.fromkeys(files))
+    # The same file named twice (folder + glob, relative + absolute, a link) is read once: read twice, its
+    # every row would come back as a duplicate of itself.
+    unique = list({_same_file(f): f for f in reversed(files)}.values())[::-1]
     return unique, skipped
+
+
+def _same_file(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: leave it to the read to report
+        return path
 
 
 def _decode(raw: bytes, path: Path) -> bytes:
@@ -448,9 +457,25 @@ def read_fleet(paths: list[str | Path] | str | Path, vin_column: str | None = No
     rows = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
     del frames
 
+    # A VIN cell longer than RAW_VALUE_LIMIT is no VIN, however many spaces it holds: it is rejected as
+    # wrong_length and kept cut short, so a 100 MB cell is neither copied ten times by the checks below
+    # nor stored whole in rejected_rows.
+    raw_length = pl.col("raw_vin").str.len_chars()
+    rows = rows.with_columns(
+        (raw_length > RAW_VALUE_LIMIT).fill_null(False).alias("_too_long"),
+        pl.when(raw_length > RAW_VALUE_LIMIT)
+        .then(pl.concat_str(pl.col("raw_vin").str.slice(0, RAW_VALUE_LIMIT), pl.lit("… ("),
+                            raw_length.cast(pl.String), pl.lit(" characters)")))
+        .otherwise(pl.col("raw_vin"))
+        .alias("raw_vin"),
+    )
     rows = rows.with_columns(normalise_vin_expr("raw_vin").alias("vin"))
     rows = with_check_digit_valid(rows, "vin", "check_digit_valid")
-    rows = rows.with_columns(vin_reject_reason_expr("vin", "check_digit_valid").alias("reason"))
+    rows = rows.with_columns(
+        pl.when(pl.col("_too_long")).then(pl.lit(WRONG_LENGTH))
+        .otherwise(vin_reject_reason_expr("vin", "check_digit_valid"))
+        .alias("reason")
+    ).drop("_too_long")
 
     rejected = (
         rows.filter(pl.col("reason").is_not_null())

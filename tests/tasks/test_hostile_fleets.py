@@ -238,3 +238,22 @@ def test_corpus_generator_reproduces_the_committed_bytes(tmp_path, monkeypatch):
     for made in (tmp_path / "hostile").iterdir():
         if made.suffix != ".parquet":  # Parquet bytes carry the writer's version; their content is tested above
             assert made.read_bytes() == (HOSTILE / made.name).read_bytes(), made.name
+
+
+def test_a_huge_vin_cell_is_one_short_reject(tmp_path):
+    # 10 MB in the VIN cell: rejected as wrong_length and stored cut short, the next row unharmed.
+    path = tmp_path / "huge_cell.csv"
+    path.write_bytes(b"vin,unit\n" + b" A" * (5 * 1024 * 1024) + f",1\n{V1},2\n".encode())
+    result = read_fleet([path])
+    assert result.rejected.select("source_row", "reason").rows() == [(1, "wrong_length")]
+    raw = result.rejected["raw_value"].item()
+    assert raw == " A" * 100 + "… (10485760 characters)"
+    assert result.roster["vin"].to_list() == [V1]
+    assert_every_row_accounted(result, 2)
+
+
+def test_the_same_file_named_twice_is_read_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(FLEETS)
+    result = read_fleet(["crlf.csv", FLEETS / "crlf.csv", "./crlf.csv", str(FLEETS / "crl*.csv")])
+    assert result.files.count("crlf.csv") == 1 and str(FLEETS / "crlf.csv") not in result.files
+    assert result.roster.filter(pl.col("source_file") == "crlf.csv")["duplicate_count"].to_list() == [0, 0]
