@@ -70,14 +70,15 @@ def test_a_good_file_beside_a_bad_one_writes_nothing(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def hundred_mb_line(tmp_path_factory) -> Path:
+def hundred_mb_line(tmp_path_factory):
     path = tmp_path_factory.mktemp("huge") / "one_line.csv"
     chunk = b"1HGCM82633A004352," * 58_255  # about 1 MB of VINs, all on one line
     with path.open("wb") as handle:
         handle.write(b"vin,")
         while handle.tell() < 100 * 1024 * 1024:
             handle.write(chunk)
-    return path
+    yield path
+    path.unlink()  # pytest keeps the last runs' temporary folders: not 100 MB of them each
 
 
 def test_a_100_mb_single_line_is_refused_with_one_line(hundred_mb_line, tmp_path, capsys):

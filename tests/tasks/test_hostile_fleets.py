@@ -7,7 +7,6 @@ single line is made here, once per module, and never committed.
 from __future__ import annotations
 
 import csv
-import io
 from pathlib import Path
 
 import polars as pl
@@ -76,7 +75,7 @@ def test_unusable_file_gives_one_clear_line(path):
 
 
 @pytest.fixture(scope="module")
-def hundred_mb_line(tmp_path_factory) -> Path:
+def hundred_mb_line(tmp_path_factory):
     """A 100 MB file that is one line with no line break (a header 'vin,notes' glued to 100 MB of text)."""
     path = tmp_path_factory.mktemp("huge") / "one_line.csv"
     chunk = b"A" * (1 << 20)
@@ -84,7 +83,8 @@ def hundred_mb_line(tmp_path_factory) -> Path:
         handle.write(b"vin,notes,")
         for _ in range(100):
             handle.write(chunk)
-    return path
+    yield path
+    path.unlink()  # pytest keeps the last runs' temporary folders: not 100 MB of them each
 
 
 def test_a_100_mb_line_without_a_break_is_refused_from_its_first_64_kb(hundred_mb_line):
