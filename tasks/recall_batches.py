@@ -24,6 +24,7 @@ from connectors.webhooks import BatchWebhookReceiver
 
 from . import staging
 from .enrich import STOPPING_ERRORS, Budget
+from .failpoints import failpoint
 from .landing import fetch_status_frame
 from .storage import Database
 
@@ -154,6 +155,7 @@ async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url,
         outcome.stop_reason = outcome.stop_reason or f"submit failed: {exc}"
         _land_calls(db, run_id, calls, outcome)
         return None
+    failpoint("batch_submitted")  # crash tests: the service has the batch, the ledger has only `pending:<key>`
     calls.batch_id = job.batchId
     frames = {
         "recall_batches": _ledger_row(job, status=job.status_text, idempotency_key=key, submitted_at=job.createdAt or _now(),

@@ -22,6 +22,7 @@ from connectors import Settings
 
 from . import progress
 from .enrich import Budget, fetch_chunk
+from .failpoints import failpoint
 from .ingest import read_fleet
 from .landing import land_enrichment
 from .plan import make_plan, parse_freshness, read_slice
@@ -55,6 +56,7 @@ def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | 
     result = read_fleet(paths, vin_column=vin_column)
     with open_database(db_path) as db:
         db.start_run("refresh", [str(f) for f in result.files] or paths, parameters, run_id=run_id)
+        failpoint("ingest")  # crash tests: the run is recorded, its roster not yet landed
         db.land_chunk({"vehicles": result.roster, "rejected_rows": result.rejected}, run_id)
     reporter.finish("ingest")
     get_run_logger().info("ingested %s", result.summary())

@@ -29,6 +29,8 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+from .failpoints import failpoint
+
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -338,6 +340,7 @@ class Database:
                 for table, frame in staged.items():
                     if frame.height:
                         self._land_into(con, table, frame, run_id, stamp)
+                failpoint("landing")  # crash tests: every table written, nothing committed
                 self._run("COMMIT")
             except Exception as exc:
                 self._run("ROLLBACK")
