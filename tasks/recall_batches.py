@@ -91,6 +91,7 @@ async def run_recall_batches(
     calls = _Calls()
     batches_dir.mkdir(parents=True, exist_ok=True)
     unfinished = db.query("unfinished_recall_batches").to_dicts()
+    _drop_orphaned_vin_lists(batches_dir, unfinished)
     in_flight = {vin for entry in unfinished for vin in _chunk_vins(entry)}
     todo = [v for v in due_vins if v not in in_flight]
     outcome.resumed = len(unfinished)
@@ -223,6 +224,19 @@ def _land_calls(db: Database, run_id: str, calls: _Calls, outcome: RecallOutcome
 def _count_calls(frame: pl.DataFrame, outcome: RecallOutcome) -> None:
     outcome.calls += frame.height
     outcome.units += int(frame["units"].sum() or 0)
+
+
+def _drop_orphaned_vin_lists(batches_dir: Path, unfinished: list[dict[str, Any]]) -> None:
+    """Delete VIN lists no unfinished batch names: a kill left them behind.
+
+    A list is written before its `pending:` ledger entry lands and deleted after its results
+    land; a kill in either gap leaves a file that no run will ever read. This process holds the
+    database, so no other run is writing a list now.
+    """
+    named = {Path(entry["vins_chunk"]).name for entry in unfinished if entry.get("vins_chunk")}
+    for path in batches_dir.glob("*.parquet"):
+        if path.name not in named:
+            path.unlink(missing_ok=True)
 
 
 def _chunk_vins(entry: dict[str, Any]) -> list[str]:
