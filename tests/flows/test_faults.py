@@ -1,13 +1,258 @@
-"""Fault reliability: every attempt the client makes is one it decided on, recorded and budgeted."""
+"""Fault reliability: at 10% and 30% of calls failing, every VIN lands or is accounted for.
+
+The sandbox fails calls at random (5xx, timeouts, dropped connections, truncated bodies) and a
+few test VINs always give the same answer (404, 500, CV-001, 502, 503, 504). After a refresh,
+per dataset, each VIN of the fleet is in exactly one place: landed (`fetch_status`), failed with
+a reason (`failures`), or counted pending in `run_datasets`. The sandbox's call journal proves
+that no call followed a non-retryable answer and that no call went past its retry budget. A
+second run with faults off lands the rest and never calls again for what already landed.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections import Counter, defaultdict
+from typing import Callable, Iterator
+
+import httpx
+import polars as pl
 import pytest
 
+import connectors.config
+from connectors.config import DEFAULT_TIMEOUT
 from connectors import AsyncVehicleDataClient, Settings
 from connectors import errors as e
 from connectors.retry import RetryPolicy
-from connectors.sandbox import FaultConfig
+from connectors.sandbox import Account, FaultConfig
+from flows.refresh import refresh_fleet
+from tasks.storage import open_database
+from tasks.vins import check_digit
+
+
+PER_VIN = {"specs": "/specs", "market_value": "/v2/marketvalue", "history": "/history", "lien_theft": "/v1/lien-theft"}
+DATASET_OF = {**{path: d for d, path in PER_VIN.items()}, "/v1/recalls": "recalls"}
+# The spec's error catalog: these answers are final, whatever the body says.
+NON_RETRYABLE = {400, 401, 402, 403, 404, 405, 409, 429}
+POLICY = RetryPolicy()
+MOST_ATTEMPTS = 1 + POLICY.max_retries + POLICY.max_500_retries
+# Test VINs by their last six characters, and how many calls each makes when nothing else fails:
+# 404 is final; 500 is retried once; CV-001/CV-002 never; 502/503/504 until the transient budget is spent.
+MAGIC_ATTEMPTS = {"000404": 1, "000500": 2, "000501": 1, "000502": 5, "000503": 5, "000504": 5}
+ALWAYS_FAILING = {"000500", "000501", "000502", "000503", "000504"}
+# What the client may retry after (CV-001/CV-002 is a ProviderAuthenticationError, never retried).
+RETRYABLE_ERRORS = {"APIConnectionError", "APITimeoutError", "MalformedResponseError", "InternalServerError",
+                    "BadGatewayError", "ServiceUnavailableError", "AutoRechargePendingError", "GatewayTimeoutError",
+                    "UpstreamError"}
+READ_TIMEOUT = 0.75  # shorter than the sandbox's hang, so the client times out on its own
+
+
+def faults(share: float, seed: int) -> FaultConfig:
+    """`share` of calls fail, split between upstream statuses, hangs, drops and garbled bodies."""
+    return FaultConfig(rate=share * 0.55, statuses=[500, 502, 503, 504], timeout_rate=share * 0.15,
+                       timeout_seconds=1.5, drop_rate=share * 0.15, malformed_rate=share * 0.15,
+                       retry_after_seconds=0, seed=seed)
+
+
+def magic_vin(serial: str, plant: str = "A") -> str:
+    """A Honda test VIN with a valid check digit, answering as its last six characters say."""
+    body = f"1HGCM82603{plant}{serial}"
+    return body[:8] + check_digit(body) + body[9:]
+
+
+def fleet_with_test_vins(fleet_file, tmp_path, n: int) -> tuple[str, list[str]]:
+    rows = pl.read_csv(fleet_file(n), infer_schema=False)
+    extra = pl.concat([rows.head(1).with_columns(pl.lit(magic_vin(s)).alias("vin")) for s in MAGIC_ATTEMPTS])
+    rows = pl.concat([rows, extra])
+    path = tmp_path / "fleet_with_test_vins.csv"
+    rows.write_csv(path)
+    return str(path), rows["vin"].to_list()
+
+
+@pytest.fixture
+def short_read_timeout(monkeypatch):
+    # The client has no setting for its read timeout (only the default in connectors.config).
+    monkeypatch.setattr(connectors.config, "DEFAULT_TIMEOUT",
+                        httpx.Timeout(connect=5.0, read=READ_TIMEOUT, write=5.0, pool=30.0))
+    monkeypatch.setenv("VDS_MAX_RETRY_AFTER", "0")
+
+
+@contextlib.contextmanager
+def reader(db: str) -> Iterator[Callable[[str, str], list[tuple]]]:
+    """`read(db, sql)` over one open database: opening it runs migrations and views, once is enough."""
+    with open_database(db) as database:
+        yield lambda _db, sql: database.sql(sql).rows()
+
+
+def refresh(fleet: str, db: str, chunk_size: int = 20) -> dict:
+    return refresh_fleet([fleet], db=db, lake=None, chunk_size=chunk_size, concurrency=8)
+
+
+def calls_by_vin(journal: list[dict]) -> dict[tuple[str, str], list[int]]:
+    """Statuses the sandbox answered, per (endpoint, VIN), in arrival order."""
+    calls: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for entry in journal:
+        if entry["vin"]:
+            calls[(entry["endpoint"], entry["vin"])].append(entry["status"])
+    return calls
+
+
+def assert_every_attempt_was_decided(journal: list[dict], read, db: str, run_id: str) -> None:
+    """What the client recorded is what the sandbox saw, and no attempt followed a final answer.
+
+    Per (endpoint, VIN), the sandbox's journal and the run's `api_calls` hold the same number of calls,
+    and the same statuses in the same order unless the client gave up waiting on one (a timed-out call
+    is journalled when the sandbox finishes it, and may have been answered after all). In the client's
+    record, ordered by attempt, every attempt but the last got a retryable answer.
+    """
+    recorded: dict[tuple[str, str], list[tuple[int | None, str | None]]] = defaultdict(list)
+    for endpoint, vin, status, error in read(db, "SELECT endpoint, vin, status, error_message FROM api_calls "
+                                                 f"WHERE run_id = '{run_id}' AND vin IS NOT NULL ORDER BY attempt"):
+        recorded[(endpoint, vin)].append((status, error))
+    served = calls_by_vin(journal)
+    assert {k: len(v) for k, v in recorded.items()} == {k: len(v) for k, v in served.items()}
+    for key, attempts in recorded.items():
+        statuses = [status for status, _ in attempts]
+        if not any(error == "APITimeoutError" for _, error in attempts):
+            assert [s if s is not None else 0 for s in statuses] == served[key], (key, attempts, served[key])
+        for status, error in attempts[:-1]:
+            assert status not in NON_RETRYABLE and error in RETRYABLE_ERRORS, (key, attempts)
+        assert len(attempts) <= MOST_ATTEMPTS, (key, attempts)
+        assert statuses[:-1].count(500) <= POLICY.max_500_retries, (key, attempts)  # 500: once
+
+
+def assert_failures_count_their_attempts(journal: list[dict], read, db: str, run_id: str) -> None:
+    """A failure recorded by this run says how many calls it took: as many as the sandbox served."""
+    served = calls_by_vin(journal)
+    rows = read(db, f"SELECT dataset, vin, run_attempts FROM failures WHERE run_id = '{run_id}'")
+    for dataset, vin, attempts in rows:
+        if dataset in PER_VIN:
+            assert attempts == len(served[(PER_VIN[dataset], vin)]), (dataset, vin, attempts)
+
+
+def accounted(read, db: str, run_id: str, fleet: set[str], dataset: str) -> tuple[set[str], set[str], int]:
+    """Landed, failed (open, with a reason) and pending VINs of one dataset; asserts they cover the fleet once."""
+    landed = {v for (v,) in read(db, f"SELECT vin FROM fetch_status WHERE dataset = '{dataset}'")}
+    failures = read(db, "SELECT vin, status, message, attempts FROM failures "
+                        f"WHERE dataset = '{dataset}' AND resolved_at IS NULL")
+    failed = {v for v, *_ in failures}
+    assert all(message and attempts >= 1 for _, _, message, attempts in failures), failures
+    (pending,) = read(db, f"SELECT pending FROM run_datasets WHERE run_id = '{run_id}' AND dataset = '{dataset}'")[0]
+    assert landed <= fleet and failed <= fleet
+    if dataset != "recalls":  # a recall check can land while its campaign details failed (checked below)
+        assert not landed & failed, landed & failed
+    assert len(landed | failed) + pending == len(fleet), (dataset, len(landed), len(failed), pending)
+    return landed, failed, pending
+
+
+@pytest.mark.usefixtures("prefect_server")
+@pytest.mark.parametrize("share", [0.10, 0.30], ids=["10pct", "30pct"])
+def test_every_vin_lands_or_fails_with_a_reason(share, service, fleet_file, db_path, tmp_path, short_read_timeout,
+                                                monkeypatch):
+    sandbox = service()
+    fleet_path, vins = fleet_with_test_vins(fleet_file, tmp_path, 30)
+    fleet = set(vins)
+    sandbox.set_faults(faults(share, seed=int(share * 100)))
+    sandbox.record_journal(True)
+
+    first = refresh(fleet_path, db_path)
+    journal = sandbox.journal()
+    run_id = first["run_id"]
+    with reader(db_path) as read:
+        drawn = Counter(e["status"] for e in journal)
+        assert drawn[0] and drawn[502] + drawn[503] + drawn[504] and drawn[500], drawn  # the faults did happen
+        assert_every_attempt_was_decided(journal, read, db_path, run_id)
+        assert_failures_count_their_attempts(journal, read, db_path, run_id)
+        # Calls without a VIN (recall batches) too: the client recorded every call the sandbox served.
+        assert read(db_path, "SELECT count(*) FROM api_calls")[0][0] == len(journal)
+
+        landed, failed = {}, {}
+        for dataset in [*PER_VIN, "recalls"]:
+            landed[dataset], failed[dataset], _ = accounted(read, db_path, run_id, fleet, dataset)
+            counts = first["datasets"][dataset]
+            assert counts["found"] + counts["no_data"] == len(landed[dataset])
+        for dataset in PER_VIN:
+            # The test VINs that always fail do fail (or wait as pending), whatever faults came first.
+            for vin in (v for v in fleet if v[-6:] in ALWAYS_FAILING):
+                assert vin in failed[dataset] or first["datasets"][dataset]["pending"], (dataset, vin)
+        # No duplicates where the key is not enforced by the table: one valuation per VIN and request,
+        # one batch check per VIN, one raw answer per VIN and dataset.
+        assert read(db_path, "SELECT count(*) = count(DISTINCT (vin, valued_on, state, mileage, condition)) "
+                             "FROM market_values")[0][0]
+        assert not read(db_path, "SELECT dataset, vin FROM raw_responses WHERE vin IS NOT NULL GROUP BY ALL "
+                                 "HAVING count(*) > 1")
+        checks = read(db_path, "SELECT vin, count(*) FROM recall_checks WHERE checked_via = 'batch' GROUP BY vin")
+        assert all(n == 1 for _, n in checks) and {v for v, _ in checks} == landed["recalls"]
+        # Campaign details: each VIN with open recalls got its campaigns listed, failed, or is pending.
+        due = {v for (v,) in read(db_path, "SELECT vin FROM recall_checks "
+                                          "WHERE recall_count > 0 AND NOT campaigns_listed")}
+        listed = {v for (v,) in read(db_path, "SELECT vin FROM recall_checks WHERE checked_via <> 'batch'")}
+        details = read(db_path, f"SELECT failed, pending FROM run_datasets WHERE run_id = '{run_id}' "
+                                "AND dataset = 'recall_details'")
+        details_failed = failed["recalls"] & landed["recalls"]
+        assert not listed & details_failed
+        assert listed | details_failed <= due
+        no_data = {v for v in due if v[-6:] == "000404"}  # has no recall report to list
+        assert len(due - no_data) == len((listed | details_failed) - no_data) + (details[0][1] if details else 0)
+
+    # Faults off: the next run lands everything but the test VINs that always fail, and calls for
+    # nothing that already landed.
+    sandbox.set_faults(FaultConfig(retry_after_seconds=0))
+    monkeypatch.setattr(connectors.config, "DEFAULT_TIMEOUT", DEFAULT_TIMEOUT)  # no call may time out now
+    sandbox.reset_stats()
+    second = refresh(fleet_path, db_path)
+    again = calls_by_vin(sandbox.journal())
+    for (endpoint, vin), statuses in again.items():
+        dataset = DATASET_OF[endpoint]
+        if endpoint != "/v1/recalls":
+            assert vin not in landed[dataset], (endpoint, vin)
+        else:
+            assert vin not in listed, (endpoint, vin)
+        assert len(statuses) == MAGIC_ATTEMPTS.get(vin[-6:], 1), (endpoint, vin, statuses)
+    with reader(db_path) as read:
+        assert_every_attempt_was_decided(sandbox.journal(), read, db_path, second["run_id"])
+        for dataset in PER_VIN:
+            still_open = dict(read(db_path, "SELECT vin, status FROM failures WHERE resolved_at IS NULL "
+                                            f"AND dataset = '{dataset}'"))
+            # Each with the status its test VIN gives (CV-001/CV-002 is a 500), nothing else.
+            assert still_open == {v: 500 if v[-6:] == "000501" else int(v[-3:])
+                                  for v in fleet if v[-6:] in ALWAYS_FAILING}, dataset
+            assert second["datasets"][dataset]["pending"] == 0
+            resolved = {v for (v,) in read(db_path, "SELECT vin FROM failures WHERE resolved_run_id = "
+                                                    f"'{second['run_id']}' AND dataset = '{dataset}'")}
+            assert resolved == failed[dataset] - set(still_open)
+
+
+@pytest.mark.usefixtures("prefect_server")
+def test_a_refusal_is_final_and_stops_the_endpoint(service, fleet_file, db_path, short_read_timeout):
+    """Under 30% faults, a plan without history, lien/theft and v2 valuations (403) and a quota of 6 (429)."""
+    sandbox = service("fault_basic_quota_6")
+    sandbox.add_account("fault_basic_quota_6", Account(plan="basic", monthly_quota=6))
+    fleet = set(pl.read_csv(fleet_path := fleet_file(20), infer_schema=False)["vin"])
+    sandbox.set_faults(faults(0.30, seed=7))
+    sandbox.record_journal(True)
+    result = refresh(fleet_path, db_path, chunk_size=10)
+    journal = sandbox.journal()
+    with reader(db_path) as read:
+        assert_every_attempt_was_decided(journal, read, db_path, result["run_id"])
+        assert_failures_count_their_attempts(journal, read, db_path, result["run_id"])
+        served = Counter(e["status"] for e in journal)
+        assert served[403] and served[429], served
+
+        for dataset in ("specs", "market_value", "history", "lien_theft", "recalls"):
+            counts = result["datasets"][dataset]
+            landed, failed, pending = accounted(read, db_path, result["run_id"], fleet, dataset)
+            assert counts["found"] + counts["no_data"] == len(landed) and counts["failed"] == len(failed)
+            # Only server-side failures are left as failures; a refusal leaves the VINs pending, with the reason.
+            statuses = read(db_path, f"SELECT status, message FROM failures WHERE dataset = '{dataset}'")
+            assert all(status in (None, 200) or status >= 500 for status, _ in statuses), statuses  # 200: garbled
+            if dataset != "specs":  # refused (403; the batch 429), unless faults outlasted its retries first
+                assert not landed and pending and counts["stop_reason"], counts
+        assert result["datasets"]["specs"]["found"] <= 6 and "429" in result["datasets"]["specs"]["stop_reason"]
+    # Once refused, an endpoint is called for no further VIN: the chunks after the first are not started.
+    for endpoint in ("/specs", "/v2/marketvalue", "/history", "/v1/lien-theft"):
+        called = {e["vin"] for e in journal if e["endpoint"] == endpoint}
+        assert 0 < len(called) <= 10, (endpoint, len(called))
+    assert sandbox.count("/v1/recalls-batch/submit") == 1  # 20 VINs need 20 units: rejected whole, not retried
 
 
 async def test_a_dropped_connection_is_retried_only_by_our_policy(sandbox):
