@@ -1,22 +1,49 @@
-"""A refresh killed with SIGKILL at any point, started again, ends as if never interrupted."""
+"""A refresh killed with SIGKILL at any point, started again, ends as if never interrupted.
+
+Each case runs `python -m flows.cli refresh` in a child process and kills it with SIGKILL at
+one point; the test then checks the database the dead process left (it opens, and holds whole
+chunks only), resumes in this process, and compares the tables with those of a refresh of the
+same fleet that was never interrupted. The points:
+
+- during_ingest: the run is recorded, its roster not yet landed (failpoint `ingest`).
+- submit_accepted_ledger_pending: the service accepted the recall batch, the ledger still says
+  `pending:<key>` (failpoint `batch_submitted`): the resume replays the submit under the same
+  idempotency key, which the service answers without billing again.
+- after_batch_submit: as soon as the sandbox saw the submit (the ledger may or may not know it).
+- mid_enrichment: after six market-value calls (chunks fetched, some landed, some in flight).
+- mid_landing: inside a chunk's DuckDB transaction, every table written, COMMIT not reached
+  (failpoint `landing`, the run's 8th landing): after WAL replay none of that chunk is there.
+- random_seed<N>: a seeded-random point, between two calls or inside a landing transaction.
+  The seed changes every session, so the kill wanders over the phases; to replay a failure run
+  with FLEET_CRASH_SEED=<N>.
+
+The sandbox runs in its own process (it outlives the killed refreshes) and each case has its
+own API key, so its billing and call journal are its own.
+"""
 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from connectors.sandbox import Sandbox
 from flows.refresh import refresh_fleet
+from tasks.ingest import read_fleet
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 ROOT = Path(__file__).resolve().parents[2]
-KEY = "resume_test_key"
+SAMPLE = ROOT / "data" / "sample_fleet.csv"
+FLEET_SIZE = 24
+RUN_OPTIONS = dict(lake=None, chunk_size=4, concurrency=2)
+SEED = int(os.environ.get("FLEET_CRASH_SEED") or random.SystemRandom().randrange(1, 1_000_000))
 
 # What must end identical, whatever the interruption: everything but run ids and times.
 COMPARE = {
@@ -30,85 +57,208 @@ COMPARE = {
     "fetch_status": "SELECT vin, dataset, outcome FROM fetch_status",
     "failures": "SELECT vin, dataset FROM failures WHERE resolved_at IS NULL",
 }
-
-
-@pytest.fixture
-def slow_sandbox():
-    """In its own process, so it outlives the killed refresh; slow enough to kill mid-way."""
-    sandbox = Sandbox.start_subprocess(["--latency-ms", "40", "--batch-rate", "12"])
-    yield sandbox
-    sandbox.stop()
-
-
-def _api_url() -> str:
-    from prefect.settings import PREFECT_API_URL
-
-    return PREFECT_API_URL.value()
-
-
-def _start_refresh(fleet: str, db: str, sandbox: Sandbox) -> subprocess.Popen:
-    env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PREFECT_API_URL": _api_url(),
-           "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "flows.cli", "refresh", fleet, "--db", db, "--lake", "",
-               "--chunk-size", "4", "--concurrency", "2"]
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def _kill_when(process: subprocess.Popen, ready, limit: float = 90.0) -> None:
-    deadline = time.monotonic() + limit
-    while not ready():
-        if process.poll() is not None:
-            raise AssertionError(f"refresh ended before the kill point: {process.stderr.read().decode()[-2000:]}")
-        if time.monotonic() > deadline:
-            process.kill()
-            raise AssertionError("kill point never reached")
-        time.sleep(0.05)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
+# The per-VIN datasets and the sandbox endpoint each one pays for.
+PAID_PER_VIN = {"specs": "/specs", "market_value": "/v2/marketvalue", "history": "/history",
+                "lien_theft": "/v1/lien-theft"}
+SUBMIT = "/v1/recalls-batch/submit"
 
 
 def _snapshot(read, db: str) -> dict[str, list]:
     return {name: sorted(read(db, sql), key=repr) for name, sql in COMPARE.items()}
 
 
-@pytest.mark.parametrize(
-    "kill_point",
-    ["after_batch_submit", "mid_enrichment"],
-)
-def test_killed_refresh_resumes_without_paying_twice(kill_point, slow_sandbox, fleet_file, tmp_path, read, monkeypatch):
-    fleet = fleet_file(24)
-    db = str(tmp_path / "killed.duckdb")
-    sandbox = slow_sandbox
-    process = _start_refresh(fleet, db, sandbox)
-    if kill_point == "after_batch_submit":
-        _kill_when(process, lambda: sandbox.count("/v1/recalls-batch/submit", key=KEY) >= 1)
-    else:
-        _kill_when(process, lambda: sandbox.count("/v2/marketvalue", key=KEY) >= 6)
-    assert process.returncode == -signal.SIGKILL
+def _calls(sandbox: Sandbox, key: str) -> list[dict]:
+    return [c for c in sandbox.journal() if c["key"] == key]
+
+
+@pytest.fixture(scope="module")
+def slow_sandbox():
+    """In its own process, so it outlives the killed refresh; slow enough to kill mid-way."""
+    sandbox = Sandbox.start_subprocess(["--latency-ms", "40", "--batch-rate", "12", "--journal"])
+    yield sandbox
+    sandbox.stop()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory) -> str:
+    roster = read_fleet([str(SAMPLE)]).roster.head(FLEET_SIZE)
+    path = tmp_path_factory.mktemp("fleet") / "fleet.csv"
+    roster.select("unit_number", "vin", "plate", "state", "mileage", "fleet").write_csv(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def read():
+    """`read(db_path, sql, params)`: rows of a query against a pipeline database."""
+    from tasks.storage import open_database
+
+    def run(path: str, sql: str, params: dict | None = None) -> list[tuple]:
+        with open_database(path) as db:
+            return db.sql(sql, params).rows()
+
+    return run
+
+
+class Refresh:
+    """`fleet refresh` in a child process, its output in a file (a full pipe would stall it)."""
+
+    def __init__(self, fleet: str, workdir: Path, sandbox: Sandbox, key: str, failpoint: str | None = None):
+        from prefect.settings import PREFECT_API_URL
+
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.key = key
+        self.db = str(workdir / "fleet.duckdb")
+        self.marker = workdir / "failpoint-reached"
+        self.log = workdir / "refresh.log"
+        env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": key,
+               "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": str(ROOT),
+               "PREFECT_LOGGING_TO_API_ENABLED": "false"}  # its log is the file: spare the shared server
+        if failpoint:
+            env |= {"FLEET_FAILPOINT": failpoint, "FLEET_FAILPOINT_MARKER": str(self.marker)}
+        command = [sys.executable, "-m", "flows.cli", "refresh", fleet, "--db", self.db, "--lake", "",
+                   "--chunk-size", str(RUN_OPTIONS["chunk_size"]), "--concurrency", str(RUN_OPTIONS["concurrency"])]
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.problem: str | None = None
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.running():
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-2000:]
+
+
+def _paid_calls(calls: Counter) -> int:
+    return sum(calls[endpoint] for endpoint in (*PAID_PER_VIN.values(), SUBMIT))
+
+
+def _kill_point(case: str):
+    """(failpoint for the child, when to kill it: f(child, calls of its key by endpoint)) for one case."""
+    if case == "after_batch_submit":
+        return None, lambda child, calls: calls[SUBMIT] >= 1
+    if case == "mid_enrichment":
+        return None, lambda child, calls: calls["/v2/marketvalue"] >= 6
+    if case.startswith("random"):
+        # Half the time between two calls, half the time inside the n-th landing transaction (a
+        # clean run of this fleet makes 97 such calls and 30 landings, so the point is always reached).
+        rng = random.Random(SEED)
+        if rng.random() < 0.5:
+            after = rng.randint(1, FLEET_SIZE * len(PAID_PER_VIN) + 1)
+            return None, lambda child, calls: _paid_calls(calls) >= after
+        return f"landing:{rng.randint(1, 30)}", lambda child, calls: child.marker.exists()
+    failpoint = {"during_ingest": "ingest", "submit_accepted_ledger_pending": "batch_submitted",
+                 "mid_landing": "landing:8"}[case]
+    return failpoint, lambda child, calls: child.marker.exists()
+
+
+@pytest.fixture(scope="module")
+def runs(prefect_server, slow_sandbox, fleet, tmp_path_factory, request):
+    """Every selected case's refresh killed at its point, and one reference refresh left to finish.
+
+    They run side by side (each its own database and key) because most of a refresh's time is
+    starting Python and Prefect, not work: one after another they would take minutes.
+    """
+    selected = sorted({item.callspec.params["case"] for item in request.session.items
+                       if item.path == request.path and hasattr(item, "callspec")})
+    base = tmp_path_factory.mktemp("resume")
+    reference = Refresh(fleet, base / "reference", slow_sandbox, "resume_reference")
+    killed, ready = {}, {}
+    for case in selected:
+        key = f"resume_{case.split('_seed')[0]}"
+        failpoint, ready[case] = _kill_point(case)
+        killed[case] = Refresh(fleet, base / case, slow_sandbox, key, failpoint)
+    deadline = time.monotonic() + 180
+    try:
+        while any(child.running() for child in killed.values()) or reference.running():
+            if time.monotonic() > deadline:
+                still = [c for c, child in {"reference": reference, **killed}.items() if child.running()]
+                raise AssertionError(f"refreshes still running after 180 s: {', '.join(still)}")
+            served = slow_sandbox.stats()["requests"]  # counts by endpoint and key: small, unlike the journal
+            for case, child in killed.items():
+                if not child.running():
+                    continue
+                calls = Counter()
+                for row in served:
+                    if row["key"] == child.key:
+                        calls[row["endpoint"]] += row["count"]
+                if ready[case](child, calls):
+                    child.kill()
+                elif not child.running():
+                    child.problem = f"refresh ended before the kill point:\n{child.tail()}"
+            time.sleep(0.05)
+    finally:
+        for child in (reference, *killed.values()):
+            child.kill()
+    assert reference.process.returncode == 0, reference.tail()
+    time.sleep(0.3)  # calls in flight at a kill reach the sandbox's journal before any resume's
+    yield reference, killed
+
+
+def _check_consistent(read, db: str) -> set[tuple[str, str]]:
+    """What the killed run left is whole chunks only; returns the (VIN, dataset) answers it landed."""
+    vehicles = read(db, "SELECT count(*) FROM vehicles")[0][0]
+    assert vehicles in (0, FLEET_SIZE)  # the roster lands in one transaction
+    for dataset, endpoint in PAID_PER_VIN.items():
+        answered = read(db, "SELECT vin FROM fetch_status WHERE dataset = $d", {"d": dataset})
+        paid = read(db, "SELECT vin FROM api_calls WHERE endpoint = $e", {"e": endpoint})
+        assert sorted(answered) == sorted(paid), f"{dataset}: answers and the calls that paid for them differ"
+    table_of = {"specs": "specs", "market_value": "market_values"}
+    for dataset, table in table_of.items():
+        found = read(db, "SELECT vin FROM fetch_status WHERE dataset = $d AND outcome = 'found'", {"d": dataset})
+        assert sorted(found) == sorted(read(db, f"SELECT vin FROM {table}")), f"{table} without its fetch_status"
+    assert read(db, "SELECT count(*) FROM recall_batches")[0][0] <= 1
+    return set(read(db, "SELECT vin, dataset FROM fetch_status"))
+
+
+CASES = ["during_ingest", "submit_accepted_ledger_pending", "after_batch_submit", "mid_enrichment", "mid_landing",
+         f"random_seed{SEED}"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_killed_refresh_resumes_without_paying_twice(case, runs, slow_sandbox, fleet, read, monkeypatch):
+    reference, killed = runs
+    child, sandbox = killed[case], slow_sandbox
+    assert child.problem is None, child.problem
+    assert child.process.returncode == -signal.SIGKILL, child.tail()
+    db, key = child.db, child.key
+    print(f"{case}: killed at", child.marker.read_text() if child.marker.exists() else f"call {len(_calls(sandbox, key))}")
+
+    landed = _check_consistent(read, db) if Path(db).exists() else set()
+    ledger = read(db, "SELECT batch_id FROM recall_batches") if Path(db).exists() else []
+    before = len(_calls(sandbox, key))
+    submitted_before = sandbox.count(SUBMIT, key=key)
 
     monkeypatch.setenv("VDS_BASE_URL", sandbox.url)
-    monkeypatch.setenv("VDS_API_KEY", KEY)
-    before = {e: sandbox.count(e, key=KEY) for e in ("/specs", "/v1/recalls-batch/submit")}
-    resumed = refresh_fleet([fleet], db=db, lake=None, chunk_size=4, concurrency=2)
+    monkeypatch.setenv("VDS_API_KEY", key)
+    resumed = refresh_fleet([fleet], db=db, **RUN_OPTIONS)
     assert resumed["status"] == "completed"
-    # Never pay twice: the batch submitted before the kill is polled, not submitted again (a kill
-    # between the service accepting it and the ledger learning its id ends in one free replay under
-    # the same idempotency key), and specs that landed before the kill are not asked for again.
-    submits = sandbox.count("/v1/recalls-batch/submit", key=KEY)
-    assert submits in (1, 2)
-    assert read(db, "SELECT count(DISTINCT batch_id), count(DISTINCT idempotency_key) FROM recall_batches") == [(1, 1)]
-    detail_units = sum(sandbox.count(e, key=KEY, status=200) for e in ("/v1/recalls", "/v1/recalls-ymm"))
-    assert sandbox.units(KEY, "recalls") == 24 + detail_units  # the batch was billed once
-    landed_specs = read(db, "SELECT count(*) FROM fetch_status WHERE dataset = 'specs'")[0][0]
-    assert sandbox.count("/specs", key=KEY) - before["/specs"] == resumed["datasets"]["specs"]["planned"]
-    assert landed_specs == 24
+    assert _snapshot(read, db) == _snapshot(read, reference.db)
+
+    # Never pay twice for a landed answer: the resume asks for exactly the VINs the killed run had
+    # not landed, each once.
+    after = _calls(sandbox, key)[before:]
+    roster = {vin for (vin,) in read(db, "SELECT vin FROM vehicles")}
+    for dataset, endpoint in PAID_PER_VIN.items():
+        asked = Counter(c["vin"] for c in after if c["endpoint"] == endpoint)
+        assert sorted(asked.elements()) == sorted(roster - {v for v, d in landed if d == dataset}), dataset
+
+    # The recall batch is billed once. The resume submits only when the ledger has no batch yet or
+    # only its `pending:<key>` entry; that resubmission carries the same idempotency key, so the
+    # service replays its first answer without billing again. A batch with a real id is polled.
+    resubmits = not ledger or ledger[0][0].startswith("pending:")
+    assert sandbox.count(SUBMIT, key=key) == submitted_before + resubmits
+    if case == "submit_accepted_ledger_pending":
+        assert submitted_before == 1 and resubmits  # the nasty window was really hit
+    assert read(db, "SELECT count(*), count(DISTINCT idempotency_key) FROM recall_batches") == [(1, 1)]
+    assert read(db, "SELECT count(*) FROM recall_batches WHERE batch_id LIKE 'pending:%'") == [(0,)]
+    detail_units = sum(sandbox.count(e, key=key, status=200) for e in ("/v1/recalls", "/v1/recalls-ymm"))
+    assert sandbox.units(key, "recalls") == FLEET_SIZE + detail_units
 
     staging = Path(db).parent / "staging"
     assert [p.name for p in staging.iterdir()] == ["recall_batches"]  # the killed run's due lists are gone
     assert not list((staging / "recall_batches").iterdir())  # and every batch's VIN list, once landed
-
-    # The same fleet refreshed without interruption, on a fresh database, ends identical.
-    monkeypatch.setenv("VDS_API_KEY", "reference_key")
-    reference = str(tmp_path / "reference.duckdb")
-    refresh_fleet([fleet], db=reference, lake=None, chunk_size=4, concurrency=2)
-    assert _snapshot(read, db) == _snapshot(read, reference)
