@@ -268,3 +268,33 @@ async def test_a_dropped_connection_is_retried_only_by_our_policy(sandbox):
     # 1 + 2 retries, each one recorded: the transport sends nothing of its own accord.
     assert len(seen) - 1 == 3
     assert sandbox.count("/specs") == 3
+
+
+async def test_an_answer_of_the_wrong_shape_fails_its_vin_not_the_chunk():
+    """Valid JSON that is not what the endpoint promises: that VIN fails with a reason, the rest land."""
+    from aiohttp import web
+
+    from tasks.enrich import fetch_chunk
+
+    garbled = magic_vin("000777")
+
+    async def specs(request: web.Request) -> web.Response:
+        if request.query["vin"] == garbled:
+            return web.json_response({"success": True, "attributes": "not an object"})
+        return web.json_response({"success": True, "attributes": {"year": "2020", "make": "Honda"}})
+
+    app = web.Application()
+    app.router.add_get("/specs", specs)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    settings = Settings(api_key="shape_test_key", base_url="http://127.0.0.1:%d" % runner.addresses[0][1])
+    vins = [magic_vin(f"00077{i}") for i in range(8)]  # 000777 among them
+    try:
+        result = await fetch_chunk("specs", [{"vin": v} for v in vins], settings=settings, concurrency=3)
+    finally:
+        await runner.cleanup()
+    assert sorted(v for v, _, _ in result.found) == sorted(set(vins) - {garbled})
+    assert [(f["vin"], f["status"], f["attempts"]) for f in result.failed] == [(garbled, 200, 1)]
+    assert "attributes" in result.failed[0]["message"] and result.failed[0]["retryable"]
+    assert not result.pending and not result.no_data
