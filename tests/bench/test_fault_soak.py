@@ -94,6 +94,8 @@ def test_fault_soak(tmp_path):
                                      "HAVING count(*) > 1")
             retries, spent = read(str(db), "SELECT count(*) FILTER (WHERE attempt > 1), sum(units) "
                                            "FROM api_calls")[0]
+            errors = dict(read(str(db), "SELECT error_message, count(*) FROM api_calls "
+                                        "WHERE error_message IS NOT NULL GROUP BY ALL ORDER BY 2 DESC"))
             open_failures = dict(read(str(db), "SELECT dataset, count(*) FROM failures WHERE resolved_at IS NULL "
                                                "GROUP BY ALL ORDER BY ALL"))
         served = Counter(e["status"] for e in journal)
@@ -121,8 +123,9 @@ def test_fault_soak(tmp_path):
           f"20 ms latency):\n"
           f"  first run: {first_wall:.1f} s, {len(journal)} calls ({retries} retries), {spent} units, "
           f"status {first['status']}\n"
-          f"  faults served: {served[0]} dropped, {served[500]} x 500, {served[502]} x 502, {served[503]} x 503, "
-          f"{served[504]} x 504 (hangs included); answers 200: {served[200]} (garbled ones included)\n"
+          f"  served: {served[0]} dropped, {served[500]} x 500, {served[502]} x 502, {served[503]} x 503, "
+          f"{served[504]} x 504 (hangs included), {served[404]} x 404, {served[200]} x 200 (garbled ones included)\n"
+          f"  failed attempts as the client saw them: {errors}\n"
           f"  left failed with a reason: {open_failures}; pending: "
           f"{ {d: c['pending'] for d, c in first['datasets'].items() if c['pending']} }\n"
           f"  second run, faults off: {second_wall:.1f} s, {len(again)} calls, {second['units']} units; "

@@ -158,8 +158,10 @@ def test_every_vin_lands_or_fails_with_a_reason(share, service, fleet_file, db_p
     journal = sandbox.journal()
     run_id = first["run_id"]
     with reader(db_path) as read:
-        drawn = Counter(e["status"] for e in journal)
-        assert drawn[0] and drawn[502] + drawn[503] + drawn[504] and drawn[500], drawn  # the faults did happen
+        # Every kind of fault reached the client (the seed fixes the draws; each kind is among the first 150).
+        seen = {error for (error,) in read(db_path, "SELECT DISTINCT error_message FROM api_calls")}
+        assert {"APITimeoutError", "APIConnectionError", "MalformedResponseError", "InternalServerError",
+                "BadGatewayError", "ServiceUnavailableError"} <= seen, seen
         assert_every_attempt_was_decided(journal, read, db_path, run_id)
         assert_failures_count_their_attempts(journal, read, db_path, run_id)
         # Calls without a VIN (recall batches) too: the client recorded every call the sandbox served.
@@ -255,9 +257,10 @@ def test_a_refusal_is_final_and_stops_the_endpoint(service, fleet_file, db_path,
     assert sandbox.count("/v1/recalls-batch/submit") == 1  # 20 VINs need 20 units: rejected whole, not retried
 
 
-async def test_a_dropped_connection_is_retried_only_by_our_policy(sandbox):
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+async def test_a_dropped_connection_is_retried_only_by_our_policy(sandbox, transport):
     seen = []
-    settings = Settings(api_key="drop_test_key", base_url=sandbox.url,
+    settings = Settings(api_key="drop_test_key", base_url=sandbox.url, transport=transport,
                         retry=RetryPolicy(max_retries=2, initial_backoff=0.001))
     async with AsyncVehicleDataClient(settings, on_call=seen.append) as client:
         await client.specs("1HGCM82633A004352")  # leaves a kept-alive connection in the pool
