@@ -32,12 +32,14 @@ def with_ratios(results: list[dict]) -> list[dict]:
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| contender | VINs | latency | calls/s | wall s | peak RSS MB | peak in flight | ours ÷ theirs |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| contender | VINs | latency | calls/s | wall s | peak RSS MB | peak in flight | client CPU s "
+             "| sandbox CPU s | ours ÷ theirs |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in with_ratios(results):
         ratio = "—" if r["contender"] == OURS or r["ours_speed_ratio"] is None else f"{r['ours_speed_ratio']:.2f}×"
         lines.append(f"| {r['contender']} | {r['n']:,} | {r['latency_ms']} ms | {r['calls_per_s']:,.0f} | "
-                     f"{r['wall_s']:.1f} | {r['peak_rss_mb']:,.0f} | {r['peak_in_flight']} | {ratio} |")
+                     f"{r['wall_s']:.1f} | {r['peak_rss_mb']:,.0f} | {r['peak_in_flight']} | {r['client_cpu_s']:.1f} | "
+                     f"{r['sandbox_cpu_s']:.1f} | {ratio} |")
     return "\n".join(lines)
 
 
