@@ -68,7 +68,7 @@ def make_specs_rows(rows: int = ROWS, seed: int = 1) -> pl.DataFrame:
 # One pass: read the staged rows, land them in one call, count the table. Figures as one JSON line.
 LAND = textwrap.dedent(
     """
-    import json, resource, sys, time
+    import json, sys, time
     import polars as pl
     from tasks.storage import open_database
     rows = pl.read_parquet(sys.argv[1])
@@ -80,7 +80,7 @@ LAND = textwrap.dedent(
     in_table = db.sql("SELECT count(*) AS n FROM specs").item()
     db.close()  # DuckDB writes the new rows to the file here: part of the cost of landing them
     close_s = time.perf_counter() - started - land_s
-    high_water_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    high_water_mb = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) / 1024
     print(json.dumps({"staged": staged, "land_s": land_s, "close_s": close_s, "in_table": in_table,
                       "high_water_mb": high_water_mb}))
     """

@@ -39,7 +39,7 @@ BATCH_SIZE = 10_000  # the service's limit per batch
 # The refresh's steps for recalls only, as flows/refresh.py orders them; one JSON line of figures.
 PIPELINE = textwrap.dedent(
     """
-    import asyncio, json, resource, sys, time
+    import asyncio, json, sys, time
     from pathlib import Path
     from connectors import Settings
     from tasks.ingest import read_fleet
@@ -69,7 +69,7 @@ PIPELINE = textwrap.dedent(
                         "WHERE run_id = $r AND checked_via = 'batch'", {"r": run_id}).to_dicts()[0]
         ledger = db.sql("SELECT count(*) AS batches, count(DISTINCT idempotency_key) AS keys, "
                         "count(*) FILTER (WHERE status = 'completed') AS completed FROM recall_batches").to_dicts()[0]
-    times["high_water_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    times["high_water_mb"] = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) / 1024
     print(json.dumps({**times, "summary": ingest.summary(), "roster": roster, "due": len(vins),
                       "outcome": vars(outcome), "landed": landed, "ledger": ledger}))
     """
