@@ -135,6 +135,7 @@ class Database:
         self._lock = threading.RLock()
         self._users = 1
         self._columns: dict[str, list[str]] = {}
+        self._incoming: dict[str, str] = {}
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -220,6 +221,23 @@ class Database:
             )
             self._columns[table] = [r[0] for r in rows]
         return self._columns[table]
+
+    def _incoming_ddl(self, table: str) -> str:
+        """`CREATE TEMP TABLE incoming (...)` with `table`'s columns and types, spelled out.
+
+        Not `CREATE ... AS SELECT * FROM table LIMIT 0`: in DuckDB 2.0.0 a table made that way
+        inside a transaction, then filled with 122,880 rows (one row group) or more, counts its
+        rows but reads back none, so a big landing silently landed nothing.
+        """
+        if table not in self._incoming:
+            rows = self._rows(
+                "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = $table "
+                "AND schema_name = 'main' ORDER BY column_index",
+                {"table": table},
+            )
+            columns = ", ".join(f'"{name}" {data_type}' for name, data_type in rows)
+            self._incoming[table] = f"CREATE OR REPLACE TEMP TABLE incoming ({columns})"
+        return self._incoming[table]
 
     # -- named queries -----------------------------------------------------------------------
     def _query_sql(self, name: str) -> str:
@@ -369,7 +387,7 @@ class Database:
         con.register("chunk", chunk)
         try:
             # `table` is from LANDING_TABLES, never from input.
-            self._run(f"CREATE OR REPLACE TEMP TABLE incoming AS SELECT * FROM {table} LIMIT 0")
+            self._run(self._incoming_ddl(table))
             self._run("INSERT INTO incoming BY NAME SELECT * FROM chunk")
             self._run("UPDATE incoming SET fetched_at = coalesce(fetched_at, $stamp::TIMESTAMPTZ)", {"stamp": stamp})
             for statement in _statements(_read_sql("landing", f"{table}.sql")):

@@ -102,6 +102,17 @@ def test_arrow_tables_land_too(db):
     assert db.sql("SELECT vin FROM specs")["vin"].to_list() == [V1]
 
 
+def test_a_landing_bigger_than_a_row_group_lands_every_row(db):
+    # DuckDB 2.0.0 read back none of 122,880+ rows staged in a table made by CREATE ... AS ... LIMIT 0
+    # inside a transaction: a million-VIN roster landed 0 vehicles, without an error.
+    rows = 130_000
+    recall_checks = pl.DataFrame({"vin": [f"VIN{i:014d}" for i in range(rows)], "has_recalls": [i % 3 == 0 for i in range(rows)],
+                                  "recall_count": [i % 3 for i in range(rows)], "checked_via": ["batch"] * rows})
+    assert db.land("recall_checks", recall_checks, "big") == rows
+    assert db.sql("SELECT count(*) AS n, count(DISTINCT vin) AS vins, sum(recall_count) AS total FROM recall_checks").rows() == [
+        (rows, rows, sum(i % 3 for i in range(rows)))]
+
+
 def test_unknown_table_or_column_is_refused(db):
     with pytest.raises(DatabaseError, match="cannot land into"):
         db.land("vehicles; DROP TABLE runs", pl.DataFrame({"vin": [V1]}), "r")
