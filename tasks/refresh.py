@@ -25,7 +25,7 @@ from .enrich import Budget, fetch_chunk
 from .failpoints import failpoint
 from .ingest import read_fleet
 from .landing import land_enrichment
-from .plan import make_plan, parse_freshness, read_slice
+from .plan import make_plan, parse_freshness, read_slice, read_vins
 from .recall_batches import run_recall_batches
 from .recall_details import fetch_recall_details
 from .storage import open_database
@@ -84,7 +84,7 @@ def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, fr
 @task(name="check-recalls", **TASK)
 def check_recalls(db_path: str, run_id: str, due_path: str | None, batch_size: int, webhook_url: str | None,
                   budget_left: int | None, webhook_listen: str | None = None) -> dict[str, Any]:
-    vins = [r["vin"] for r in read_slice(due_path)] if due_path else []
+    vins = read_vins(due_path) if due_path else []
     reporter = progress.current()
     reporter.start("recalls", "Recall batches", len(vins))
     with open_database(db_path) as db:

@@ -43,7 +43,7 @@ PIPELINE = textwrap.dedent(
     from pathlib import Path
     from connectors import Settings
     from tasks.ingest import read_fleet
-    from tasks.plan import make_plan, read_slice
+    from tasks.plan import make_plan, read_vins
     from tasks.recall_batches import run_recall_batches
     from tasks.storage import open_database
 
@@ -59,7 +59,7 @@ PIPELINE = textwrap.dedent(
         times["ingest_s"] = time.perf_counter() - started
         plan = make_plan(db, run_id, ["recalls"], staging / run_id)
         recalls = plan.datasets["recalls"]
-        vins = [r["vin"] for r in read_slice(recalls.path)] if recalls.path else []
+        vins = read_vins(recalls.path) if recalls.path else []
         times["plan_s"] = time.perf_counter() - started - times["ingest_s"]
         outcome = asyncio.run(run_recall_batches(db, run_id, vins, settings=Settings.from_env(),
                                                  batches_dir=staging / "recall_batches", batch_size=batch_size))
