@@ -169,7 +169,7 @@ def runs(prefect_server, slow_sandbox, fleet, tmp_path_factory, request):
     reference = Refresh(fleet, base / "reference", slow_sandbox, "resume_reference")
     killed, ready = {}, {}
     for case in selected:
-        key = f"resume_{case.split('_seed')[0]}"
+        key = f"resume_{case}"
         failpoint, ready[case] = _kill_point(case)
         killed[case] = Refresh(fleet, base / case, slow_sandbox, key, failpoint)
     deadline = time.monotonic() + 180
