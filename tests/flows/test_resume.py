@@ -19,6 +19,9 @@ same fleet that was never interrupted. The points:
 
 The sandbox runs in its own process (it outlives the killed refreshes) and each case has its
 own API key, so its billing and call journal are its own.
+
+Beside them, without Prefect: a kill inside a 300,000-row landing, whose rows DuckDB has
+already written into the database file before COMMIT; reopened, the file holds none of them.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from connectors.sandbox import Sandbox
 from flows.refresh import refresh_fleet
 from tasks.ingest import read_fleet
+from tasks.storage import open_database
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +95,6 @@ def fleet(tmp_path_factory) -> str:
 @pytest.fixture(scope="module")
 def read():
     """`read(db_path, sql, params)`: rows of a query against a pipeline database."""
-    from tasks.storage import open_database
 
     def run(path: str, sql: str, params: dict | None = None) -> list[tuple]:
         with open_database(path) as db:
@@ -262,3 +266,44 @@ def test_killed_refresh_resumes_without_paying_twice(case, runs, slow_sandbox, f
     staging = Path(db).parent / "staging"
     assert [p.name for p in staging.iterdir()] == ["recall_batches"]  # the killed run's due lists are gone
     assert not list((staging / "recall_batches").iterdir())  # and every batch's VIN list, once landed
+
+
+# Enough rows (over DuckDB's row group of 122,880) that DuckDB writes them into the database file
+# before COMMIT rather than into the WAL at COMMIT: the crash must still leave none of them.
+BIG_CHUNK = 300_000
+_LAND = """
+import sys
+import polars as pl
+from tasks.storage import open_database
+
+db = open_database(sys.argv[1])
+calls = lambda n, prefix: pl.DataFrame({"call_id": [f"{prefix}{i}" for i in range(n)], "endpoint": ["/specs"] * n})
+db.land("api_calls", calls(3, "small-"), "before")
+db.land("api_calls", calls(int(sys.argv[2]), "big-"), "killed")  # FLEET_FAILPOINT=landing:2 freezes it before COMMIT
+"""
+
+
+def test_kill_inside_a_big_landing_transaction_leaves_none_of_it(tmp_path, read):
+    db = str(tmp_path / "big.duckdb")
+    marker = tmp_path / "failpoint-reached"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FLEET_FAILPOINT": "landing:2", "FLEET_FAILPOINT_MARKER": str(marker)}
+    process = subprocess.Popen([sys.executable, "-c", _LAND, db, str(BIG_CHUNK)], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert process.poll() is None, process.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "the landing never reached its failpoint"
+            time.sleep(0.05)
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+
+    # The file opens (WAL replayed), holds the committed landing and nothing of the killed one,
+    # and takes the same chunk again.
+    assert read(db, "SELECT run_id, count(*) FROM api_calls GROUP BY run_id") == [("before", 3)]
+    with open_database(db) as store:
+        ids = [f"big-{i}" for i in range(BIG_CHUNK)]
+        store.land("api_calls", pl.DataFrame({"call_id": ids, "endpoint": ["/specs"] * BIG_CHUNK}), "again")
+    assert sorted(read(db, "SELECT run_id, count(*) FROM api_calls GROUP BY run_id")) == [("again", BIG_CHUNK), ("before", 3)]
