@@ -1,11 +1,14 @@
 """Fault reliability: at 10% and 30% of calls failing, every VIN lands or is accounted for.
 
-The sandbox fails calls at random (5xx, timeouts, dropped connections, truncated bodies) and a
-few test VINs always give the same answer (404, 500, CV-001, 502, 503, 504). After a refresh,
-per dataset, each VIN of the fleet is in exactly one place: landed (`fetch_status`), failed with
-a reason (`failures`), or counted pending in `run_datasets`. The sandbox's call journal proves
-that no call followed a non-retryable answer and that no call went past its retry budget. A
-second run with faults off lands the rest and never calls again for what already landed.
+The sandbox fails calls at random (5xx, hangs past the client's read timeout, dropped connections,
+truncated bodies) and a few test VINs always give the same answer (404, 500, CV-001, 502, 503, 504).
+After a refresh, per dataset, each VIN of the fleet is in exactly one place: landed (`fetch_status`),
+failed with a reason (`failures`), or counted pending in `run_datasets`. The sandbox's call journal
+matches the run's `api_calls` call for call, and in it no attempt follows a final answer (4xx, CV-001)
+or goes past its retry budget. A second run with faults off lands the rest and never calls again for
+what already landed. A plan gate (403) and a quota (429) stop their endpoint, leaving VINs pending.
+Below the flow: the transport resends nothing on its own, and an answer of the wrong shape fails
+only its VIN. tests/bench/test_fault_soak.py runs the same checks on 3,000 VINs.
 """
 
 from __future__ import annotations
@@ -19,15 +22,14 @@ import polars as pl
 import pytest
 
 import connectors.config
-from connectors.config import DEFAULT_TIMEOUT
 from connectors import AsyncVehicleDataClient, Settings
 from connectors import errors as e
+from connectors.config import DEFAULT_TIMEOUT
 from connectors.retry import RetryPolicy
 from connectors.sandbox import Account, FaultConfig
 from flows.refresh import refresh_fleet
 from tasks.storage import open_database
 from tasks.vins import check_digit
-
 
 PER_VIN = {"specs": "/specs", "market_value": "/v2/marketvalue", "history": "/history", "lien_theft": "/v1/lien-theft"}
 DATASET_OF = {**{path: d for d, path in PER_VIN.items()}, "/v1/recalls": "recalls"}
@@ -237,7 +239,7 @@ def test_a_refusal_is_final_and_stops_the_endpoint(service, fleet_file, db_path,
     with reader(db_path) as read:
         assert_every_attempt_was_decided(journal, read, db_path, result["run_id"])
         assert_failures_count_their_attempts(journal, read, db_path, result["run_id"])
-        served = Counter(e["status"] for e in journal)
+        served = Counter(call["status"] for call in journal)
         assert served[403] and served[429], served
 
         for dataset in ("specs", "market_value", "history", "lien_theft", "recalls"):
@@ -252,7 +254,7 @@ def test_a_refusal_is_final_and_stops_the_endpoint(service, fleet_file, db_path,
         assert result["datasets"]["specs"]["found"] <= 6 and "429" in result["datasets"]["specs"]["stop_reason"]
     # Once refused, an endpoint is called for no further VIN: the chunks after the first are not started.
     for endpoint in ("/specs", "/v2/marketvalue", "/history", "/v1/lien-theft"):
-        called = {e["vin"] for e in journal if e["endpoint"] == endpoint}
+        called = {call["vin"] for call in journal if call["endpoint"] == endpoint}
         assert 0 < len(called) <= 10, (endpoint, len(called))
     assert sandbox.count("/v1/recalls-batch/submit") == 1  # 20 VINs need 20 units: rejected whole, not retried
 
