@@ -47,7 +47,7 @@ pytestmark = pytest.mark.usefixtures("prefect_server")
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample_fleet.csv"
 FLEET_SIZE = 24
-RUN_OPTIONS = dict(lake=None, chunk_size=4, concurrency=2)
+RUN_OPTIONS = dict(lake=None, chunk_size=8, concurrency=2)
 SEED = int(os.environ.get("FLEET_CRASH_SEED") or random.SystemRandom().randrange(1, 1_000_000))
 
 # What must end identical, whatever the interruption: everything but run ids and times.
@@ -66,6 +66,10 @@ COMPARE = {
 PAID_PER_VIN = {"specs": "/specs", "market_value": "/v2/marketvalue", "history": "/history",
                 "lien_theft": "/v1/lien-theft"}
 SUBMIT = "/v1/recalls-batch/submit"
+# A clean run's landings: the roster, each chunk, the batch (pending, submitted, results), the
+# campaign details and the run's figures. Its paid calls: one per VIN and dataset, and the submit.
+LANDINGS = 1 + len(PAID_PER_VIN) * -(-FLEET_SIZE // RUN_OPTIONS["chunk_size"]) + 5
+PAID_CALLS = FLEET_SIZE * len(PAID_PER_VIN) + 1
 
 
 def _snapshot(read, db: str) -> dict[str, list]:
@@ -148,13 +152,13 @@ def _kill_point(case: str):
     if case == "mid_enrichment":
         return None, lambda child, calls: calls["/v2/marketvalue"] >= 6
     if case.startswith("random"):
-        # Half the time between two calls, half the time inside the n-th landing transaction (a
-        # clean run of this fleet makes 97 such calls and 30 landings, so the point is always reached).
+        # Half the time between two calls, half the time inside the n-th landing transaction; both
+        # within what a clean run does, so the point is always reached.
         rng = random.Random(SEED)
         if rng.random() < 0.5:
-            after = rng.randint(1, FLEET_SIZE * len(PAID_PER_VIN) + 1)
+            after = rng.randint(1, PAID_CALLS)
             return None, lambda child, calls: _paid_calls(calls) >= after
-        return f"landing:{rng.randint(1, 30)}", lambda child, calls: child.marker.exists()
+        return f"landing:{rng.randint(1, LANDINGS)}", lambda child, calls: child.marker.exists()
     failpoint = {"during_ingest": "ingest", "submit_accepted_ledger_pending": "batch_submitted",
                  "mid_landing": "landing:8"}[case]
     return failpoint, lambda child, calls: child.marker.exists()
