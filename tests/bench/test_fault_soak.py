@@ -98,7 +98,8 @@ def test_fault_soak(tmp_path):
                                         "WHERE error_message IS NOT NULL GROUP BY ALL ORDER BY 2 DESC"))
             open_failures = dict(read(str(db), "SELECT dataset, count(*) FROM failures WHERE resolved_at IS NULL "
                                                "GROUP BY ALL ORDER BY ALL"))
-        served = Counter(e["status"] for e in journal)
+        served = Counter(call["status"] for call in journal)
+        assert spent == sandbox.units("soak")  # what we recorded as spent is what the service billed
 
         sandbox.set_faults(FaultConfig(retry_after_seconds=0, latency_ms=20))
         sandbox.reset_stats()

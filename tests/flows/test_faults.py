@@ -45,6 +45,7 @@ ALWAYS_FAILING = {"000500", "000501", "000502", "000503", "000504"}
 RETRYABLE_ERRORS = {"APIConnectionError", "APITimeoutError", "MalformedResponseError", "InternalServerError",
                     "BadGatewayError", "ServiceUnavailableError", "AutoRechargePendingError", "GatewayTimeoutError",
                     "UpstreamError"}
+KEY = "fault_test_key_3b9d"
 READ_TIMEOUT = 0.75  # shorter than the sandbox's hang, so the client times out on its own
 
 
@@ -150,7 +151,7 @@ def accounted(read, db: str, run_id: str, fleet: set[str], dataset: str) -> tupl
 @pytest.mark.parametrize("share", [0.10, 0.30], ids=["10pct", "30pct"])
 def test_every_vin_lands_or_fails_with_a_reason(share, service, fleet_file, db_path, tmp_path, short_read_timeout,
                                                 monkeypatch):
-    sandbox = service()
+    sandbox = service(KEY)
     fleet_path, vins = fleet_with_test_vins(fleet_file, tmp_path, 30)
     fleet = set(vins)
     sandbox.set_faults(faults(share, seed=int(share * 100)))
@@ -166,8 +167,9 @@ def test_every_vin_lands_or_fails_with_a_reason(share, service, fleet_file, db_p
                 "BadGatewayError", "ServiceUnavailableError"} <= seen, seen
         assert_every_attempt_was_decided(journal, read, db_path, run_id)
         assert_failures_count_their_attempts(journal, read, db_path, run_id)
-        # Calls without a VIN (recall batches) too: the client recorded every call the sandbox served.
-        assert read(db_path, "SELECT count(*) FROM api_calls")[0][0] == len(journal)
+        # Calls without a VIN (recall batches) too: the client recorded every call the sandbox served,
+        # and what it recorded as spent is what the sandbox billed.
+        assert read(db_path, "SELECT count(*), sum(units) FROM api_calls")[0] == (len(journal), sandbox.units(KEY))
 
         landed, failed = {}, {}
         for dataset in [*PER_VIN, "recalls"]:
