@@ -448,6 +448,9 @@ def _pack_vehicle_extras(frame: pl.DataFrame) -> pl.DataFrame:
     ).drop(others)
 
 
+_opened_before: set[str] = set()
+
+
 def open_database(
     path: str | Path, migrations_dir: Path | None = None, views_dir: Path | None = None
 ) -> Database:
@@ -463,4 +466,7 @@ def open_database(
         database = Database(path, migrations_dir, views_dir)
         if key != ":memory:":
             _registry[key] = database
+            if key not in _opened_before:  # later opens in this process may meet its own live runs
+                _opened_before.add(key)
+                database.execute("mark_interrupted_runs", now=datetime.now(timezone.utc))
         return database

@@ -47,3 +47,24 @@ def test_second_process_is_refused_with_a_clear_message(tmp_path):
     db.close()
     assert "cannot open the database, another process may hold it" in out.stdout
     assert str(path) in out.stdout
+
+
+def test_a_run_whose_process_died_is_marked_interrupted_when_the_file_is_next_opened(tmp_path):
+    path = tmp_path / "f.duckdb"
+    died = textwrap.dedent(f"""
+        import os
+        from tasks.storage import open_database
+        db = open_database({str(path)!r})
+        db.start_run("refresh", ["fleet.csv"], run_id="died")
+        db.start_run("refresh", ["fleet.csv"], run_id="finished")
+        db.finish_run("finished", "completed")
+        db.connection.close()
+        os._exit(0)  # like kill -9: nothing after this runs
+    """)
+    subprocess.run([sys.executable, "-c", died], cwd=ROOT, check=True, timeout=60)
+    with open_database(path) as db:
+        db.start_run("refresh", ["fleet.csv"], run_id="live")
+    with open_database(path) as db:  # closed and opened again: this process's own run is left alone
+        statuses = dict(db.sql("SELECT run_id, status FROM runs").rows())
+        assert statuses == {"died": "interrupted", "finished": "completed", "live": "running"}
+        assert db.sql("SELECT message FROM runs WHERE run_id = 'died'").item().startswith("the process stopped")
