@@ -59,7 +59,7 @@ class Sandbox:
         self._admin_call("POST", "/_sandbox/settings", json={"journal": on})
 
     def journal(self) -> list[dict]:
-        """Every call since the journal was switched on (or the last reset), in arrival order."""
+        """Every call since the journal was switched on (or the last reset), in the order answered."""
         return self._admin_call("GET", "/_sandbox/journal")["calls"]
 
     def peak_in_flight(self) -> int:

@@ -1,8 +1,9 @@
 """Counts of what the sandbox served, so tests can assert how many calls a flow made.
 
 Beyond the counts: the peak number of calls in flight at once (benchmarks use it to show that
-contenders ran at the same concurrency) and, when switched on, a journal of every call in
-arrival order (reliability tests use it to prove that no call followed a non-retryable answer).
+contenders ran at the same concurrency) and, when switched on, a journal of every call in the
+order its answer was finished (reliability tests use it to prove that no call followed a
+non-retryable answer; a call that hangs is journalled when the sandbox gives up on it).
 """
 from __future__ import annotations
 
