@@ -19,7 +19,7 @@ class AsyncVehicleDataClient(BaseClient):
     async def _get(self, endpoint: str, result_type: type[m.Result], /, **params: Any) -> Any:
         # Positional-only: `model` and `endpoint` are also query parameter names.
         answer = await self.request(endpoint, params)
-        return result_type.from_payload(answer.body)
+        return result_type.from_payload(answer.body, endpoint)
 
     # --- VIN decoding -----------------------------------------------------------------
     async def specs(self, vin: str, *, deepdata: bool = False, disable_international: bool = False) -> m.SpecsResult:
@@ -71,18 +71,18 @@ class AsyncVehicleDataClient(BaseClient):
             idempotency_key=idempotency_key,
             payment=payment,
         )
-        job = m.BatchSubmitted.from_payload(answer.body).data
+        job = m.BatchSubmitted.from_payload(answer.body, "recalls-batch-submit").data
         if job.batchToken:
             self._add_secret(job.batchToken)
         return job
 
     async def recalls_batch_status(self, batch_id: str, *, batch_token: str | None = None) -> m.BatchJob:
         answer = await self.request("recalls-batch-status", {"batchId": batch_id}, batch_token=batch_token)
-        return m.BatchStatusResult.from_payload(answer.body).data
+        return m.BatchStatusResult.from_payload(answer.body, "recalls-batch-status").data
 
     async def recalls_batch_results(self, batch_id: str, *, batch_token: str | None = None) -> m.BatchResults:
         answer = await self.request("recalls-batch-results", {"batchId": batch_id}, batch_token=batch_token)
-        return m.BatchResults.from_payload(answer.body)
+        return m.BatchResults.from_payload(answer.body, "recalls-batch-results")
 
     async def download_recalls_batch(self, batch_id: str, *, batch_token: str | None = None) -> list[m.BatchResultItem]:
         answer = await self.request("recalls-batch-download", {"batchId": batch_id}, batch_token=batch_token)
@@ -143,7 +143,7 @@ class AsyncVehicleDataClient(BaseClient):
             "plate", {"plate": plate, "country": country, "state": state, "district": district, "require_vin": require_vin}
         )
         model = m.PlateFanOut if "results" in answer.body else m.PlateDecode
-        return model.from_payload(answer.body)
+        return model.from_payload(answer.body, "plate")
 
     async def us_plate(self, plate: str, state: str, *, decode_vin: bool = False) -> m.USPlateDecode:
         return await self._get("us-plate", m.USPlateDecode, plate=plate, state=state, decodeVIN="true" if decode_vin else None)
@@ -163,7 +163,7 @@ class AsyncVehicleDataClient(BaseClient):
             raise ValueError("ownership by phone takes at most 100 numbers per call")
         body = {"phones": list(phones), **({"include": _csv(include)} if include else {})}
         answer = await self.request("ownership-phones", json_body=body)
-        return m.PhoneOwnershipBulk.from_payload(answer.body)
+        return m.PhoneOwnershipBulk.from_payload(answer.body, "ownership-phones")
 
     # --- catalog -------------------------------------------------------------------------
     async def ymm_options(
@@ -199,11 +199,11 @@ class AsyncVehicleDataClient(BaseClient):
     # --- image and OBD products (paths designed; see README) -------------------------------
     async def plate_recognition(self, image: str) -> m.RecognitionResult:
         answer = await self.request("plate-recognition", json_body={"image": image})
-        return m.RecognitionResult.from_payload(answer.body)
+        return m.RecognitionResult.from_payload(answer.body, "plate-recognition")
 
     async def vin_ocr(self, image: str) -> m.RecognitionResult:
         answer = await self.request("vin-ocr", json_body={"image": image})
-        return m.RecognitionResult.from_payload(answer.body)
+        return m.RecognitionResult.from_payload(answer.body, "vin-ocr")
 
     async def obd(self, code: str) -> m.RecognitionResult:
         return await self._get("obd", m.RecognitionResult, code=code)

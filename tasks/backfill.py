@@ -20,6 +20,7 @@ from prefect import get_run_logger, task
 from pydantic import ValidationError
 
 from connectors import estimate_units
+from connectors.errors import MalformedResponseError
 from connectors import models as m
 
 from . import progress, staging
@@ -186,7 +187,7 @@ def parse_raw_rows(dataset: str, rows: list[dict[str, Any]]) -> tuple[dict[str, 
                     asks.append({})
                 layers[depth].append((row["vin"], model, at))
                 asks[depth][row["vin"]] = asked
-        except (ValidationError, ValueError, TypeError, AttributeError):
+        except (ValidationError, MalformedResponseError, ValueError, TypeError, AttributeError):
             counts["failed"] += 1
             continue
         counts["found"] += 1

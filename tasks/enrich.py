@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from pydantic import ValidationError
-
 from connectors import AsyncVehicleDataClient, CallRecord, Settings, estimate_units
 from connectors import errors as e
 
@@ -142,10 +140,6 @@ async def fetch_chunk(
                     result.pending.append(vin)
                 except e.VehicleDataError as exc:
                     result.failed.append(_failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
-                except ValidationError as exc:
-                    # Valid JSON that is not what the endpoint promises: this VIN fails, not the whole chunk.
-                    garbled = _garbled(spec.endpoint, exc)
-                    result.failed.append(_failure(vin, dataset, garbled, attempts_by_vin.get(vin, 1)))
                 finally:
                     budget.settle(per_call, units_by_vin.get(vin, 0))
                     if on_progress:
@@ -165,16 +159,6 @@ def _failure(vin: str, dataset: str, exc: e.VehicleDataError, attempts: int) -> 
         "attempts": attempts,
         "fetched_at": _now(),
     }
-
-
-def _garbled(endpoint: str, exc: ValidationError) -> e.MalformedResponseError:
-    """The answer's first mismatch, by location only (never the values: they may be personal data)."""
-    first = exc.errors()[0] if exc.error_count() else {}
-    where = ".".join(str(part) for part in first.get("loc", ())) or "body"
-    return e.MalformedResponseError(
-        f"{endpoint} answered 200 with a body that does not match its schema ({where}: {first.get('msg', 'invalid')})",
-        endpoint=endpoint, status=200,
-    )
 
 
 def _now() -> datetime:

@@ -10,8 +10,9 @@ import re
 from datetime import date, datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PrivateAttr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PrivateAttr, ValidationError
 
+from ..errors import MalformedResponseError
 from ..redact import REDACTED
 
 _NUMBER_JUNK = re.compile(r"[,$\s]")
@@ -94,10 +95,29 @@ class Result(ServiceModel):
         return self._raw
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any]) -> "Result":
-        result = cls.model_validate(payload)
+    def from_payload(cls, payload: dict[str, Any], endpoint: str | None = None) -> "Result":
+        """The typed result; valid JSON of the wrong shape is a `MalformedResponseError`, like garbled JSON.
+
+        So every caller handles one error tree: a wrong-shape answer fails its own call, never a
+        whole chunk or batch with a pydantic traceback.
+        """
+        try:
+            result = cls.model_validate(payload)
+        except ValidationError as exc:
+            raise _mismatch(exc, endpoint) from None
         result._raw = payload
         return result
+
+
+def _mismatch(exc: ValidationError, endpoint: str | None) -> MalformedResponseError:
+    """The first mismatch, by location only (never the values: they may be personal data)."""
+    first = exc.errors()[0] if exc.error_count() else {}
+    where = ".".join(str(part) for part in first.get("loc", ())) or "body"
+    return MalformedResponseError(
+        f"{endpoint or 'the service'} answered 200 with a body that does not match its schema "
+        f"({where}: {first.get('msg', 'invalid')})",
+        endpoint=endpoint, status=200,
+    )
 
 
 def strip_key(value: Any) -> Any:

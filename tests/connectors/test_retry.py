@@ -131,3 +131,18 @@ async def test_auth_chosen_per_call(scripted):
     with_token, with_key = h.script.requests
     assert with_token.headers["X-Service-Batch-Token"] == "tok_abc" and "key" not in with_token.url.params
     assert "X-Service-Batch-Token" not in with_key.headers and with_key.url.params["key"]
+
+
+@pytest.mark.parametrize("call", ["specs", "batch_status"])
+async def test_valid_json_of_the_wrong_shape_is_malformed_not_retried_and_names_no_value(scripted, call):
+    # The service answered (and may have billed): asking again would return the same shape.
+    wrong = {"success": True, "attributes": ["PERSONAL-VALUE"], "data": {"status": ["PERSONAL-VALUE"]}}
+    h = scripted(reply(200, wrong), policy=POLICY)
+    with pytest.raises(e.MalformedResponseError) as raised:
+        if call == "specs":
+            await h.client.specs(VIN)
+        else:
+            await h.client.recalls_batch_status("b-1")
+    assert h.attempts == 1
+    assert raised.value.status == 200 and "does not match its schema" in str(raised.value)
+    assert "PERSONAL-VALUE" not in str(raised.value)
