@@ -33,8 +33,9 @@ class Settings:
     def from_env(cls, env_file: str | Path | None = ".env", **overrides: object) -> "Settings":
         """Read `VDS_API_KEY` and `VDS_BASE_URL` from the environment, else from `.env`.
 
-        Also `VDS_MAX_RETRIES` (transient retries per call) and `VDS_MAX_RETRY_AFTER` (cap, in
-        seconds, on how long a server-sent Retry-After is honoured).
+        Also `VDS_MAX_RETRIES` (transient retries per call), `VDS_MAX_RETRY_AFTER` (cap, in
+        seconds, on how long a server-sent Retry-After is honoured) and `VDS_TIMEOUT` (seconds to
+        wait for an answer once the request is sent; connecting keeps its own 5 s).
         """
         file_values = dotenv_values(env_file) if env_file and Path(env_file).is_file() else {}
 
@@ -49,6 +50,15 @@ class Settings:
             retry["max_retry_after"] = float(pick("VDS_MAX_RETRY_AFTER") or 0)
         if retry:
             settings = replace(settings, retry=replace(settings.retry, **retry))
+        if pick("VDS_TIMEOUT"):
+            try:
+                read = float(pick("VDS_TIMEOUT") or 0)
+            except ValueError:
+                read = 0.0
+            if read <= 0:
+                raise ValueError(f"VDS_TIMEOUT must be a positive number of seconds, not {pick('VDS_TIMEOUT')!r}")
+            settings = replace(settings, timeout=httpx.Timeout(connect=DEFAULT_TIMEOUT.connect, read=read,
+                                                               write=DEFAULT_TIMEOUT.write, pool=DEFAULT_TIMEOUT.pool))
         return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
 
     @property

@@ -1,0 +1,33 @@
+"""Settings from the environment: each knob read, bad values refused with the variable's name."""
+
+from __future__ import annotations
+
+import pytest
+
+from connectors import Settings
+
+
+def test_environment_knobs_reach_the_settings(monkeypatch, tmp_path):
+    monkeypatch.setenv("VDS_API_KEY", "k")
+    monkeypatch.setenv("VDS_BASE_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("VDS_MAX_RETRIES", "2")
+    monkeypatch.setenv("VDS_MAX_RETRY_AFTER", "0")
+    monkeypatch.setenv("VDS_TIMEOUT", "0.75")
+    settings = Settings.from_env(env_file=tmp_path / "absent.env")
+    assert (settings.api_key, settings.base_url) == ("k", "http://127.0.0.1:1")
+    assert (settings.retry.max_retries, settings.retry.max_retry_after) == (2, 0)
+    assert settings.timeout.read == 0.75 and settings.timeout.connect == 5.0
+
+
+def test_defaults_without_the_environment(monkeypatch, tmp_path):
+    for name in ("VDS_API_KEY", "VDS_BASE_URL", "VDS_MAX_RETRIES", "VDS_MAX_RETRY_AFTER", "VDS_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    settings = Settings.from_env(env_file=tmp_path / "absent.env")
+    assert not settings.configured and settings.timeout.read == 30.0
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon"])
+def test_a_timeout_that_cannot_work_is_refused(monkeypatch, tmp_path, value):
+    monkeypatch.setenv("VDS_TIMEOUT", value)
+    with pytest.raises(ValueError, match="VDS_TIMEOUT"):
+        Settings.from_env(env_file=tmp_path / "absent.env")
