@@ -17,14 +17,11 @@ import contextlib
 from collections import Counter, defaultdict
 from typing import Callable, Iterator
 
-import httpx
 import polars as pl
 import pytest
 
-import connectors.config
 from connectors import AsyncVehicleDataClient, Settings
 from connectors import errors as e
-from connectors.config import DEFAULT_TIMEOUT
 from connectors.retry import RetryPolicy
 from connectors.sandbox import Account, FaultConfig
 from flows.refresh import refresh_fleet
@@ -73,9 +70,7 @@ def fleet_with_test_vins(fleet_file, tmp_path, n: int) -> tuple[str, list[str]]:
 
 @pytest.fixture
 def short_read_timeout(monkeypatch):
-    # The client has no setting for its read timeout (only the default in connectors.config).
-    monkeypatch.setattr(connectors.config, "DEFAULT_TIMEOUT",
-                        httpx.Timeout(connect=5.0, read=READ_TIMEOUT, write=5.0, pool=30.0))
+    monkeypatch.setenv("VDS_TIMEOUT", str(READ_TIMEOUT))  # hangs end on the client's side
     monkeypatch.setenv("VDS_MAX_RETRY_AFTER", "0")
 
 
@@ -203,7 +198,7 @@ def test_every_vin_lands_or_fails_with_a_reason(share, service, fleet_file, db_p
     # Faults off: the next run lands everything but the test VINs that always fail, and calls for
     # nothing that already landed.
     sandbox.set_faults(FaultConfig(retry_after_seconds=0))
-    monkeypatch.setattr(connectors.config, "DEFAULT_TIMEOUT", DEFAULT_TIMEOUT)  # no call may time out now
+    monkeypatch.delenv("VDS_TIMEOUT")  # no call may time out now
     sandbox.reset_stats()
     second = refresh(fleet_path, db_path)
     again = calls_by_vin(sandbox.journal())
