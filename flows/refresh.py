@@ -7,10 +7,12 @@ details come last because they group VINs by the year/make/model in specs.
 from __future__ import annotations
 
 import uuid
+from collections import deque
 from datetime import datetime, timezone
 from typing import Any
 
 from prefect import flow
+from prefect.futures import as_completed
 
 from flows.defaults import DEFAULT_DB, DEFAULT_LAKE  # absolute: Prefect loads this file by path
 
@@ -25,7 +27,37 @@ from tasks.refresh import (
     recall_details,
 )
 
+CHUNKS_IN_FLIGHT = 2  # per dataset: one fetching, one landing
 ORDER = ("specs", "recalls", "market_value", "history", "lien_theft", "ownership")
+
+
+def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], db: str, run_id: str, plan: Plan,
+                       concurrency: int) -> None:
+    """Every dataset's chunks at once, two per dataset in flight, each dataset independent of the others.
+
+    Two, so one chunk fetches while the one before it lands (they take turns to call: see
+    tasks/lanes.py, so `concurrency` still bounds the calls in flight per dataset); independent, so a
+    dataset never waits for a slower one's chunk before starting its next.
+    """
+    running: dict[Any, str] = {}
+
+    def fill(dataset: str) -> None:
+        counts, chunks = summary["datasets"][dataset], lanes[dataset]
+        while chunks and sum(d == dataset for d in running.values()) < CHUNKS_IN_FLIGHT:
+            offset, length = chunks.popleft()
+            if counts["stop_reason"]:
+                counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
+                continue
+            running[fetch_dataset_chunk.submit(db, run_id, dataset, plan.datasets[dataset].path, offset, length,
+                                               concurrency, None)] = dataset
+
+    for dataset in lanes:
+        fill(dataset)
+    while running:
+        finished = next(as_completed(list(running)))
+        dataset = running.pop(finished)
+        record_chunk(summary["datasets"][dataset], finished.result())
+        fill(dataset)
 
 
 def new_run_id() -> str:
@@ -69,7 +101,7 @@ def refresh_fleet(
         return finish_refresh(db, run_id, summary, None)
 
     # Without a budget, the recall batch is processed by the service while per-VIN chunks run, and
-    # the datasets' chunks run side by side (one per dataset at a time). With --max-units everything
+    # the datasets' chunks run side by side (see fetch_side_by_side). With --max-units everything
     # runs one task at a time so the budget each task sees is exact.
     parallel = max_units is None
     budget = max_units
@@ -80,25 +112,22 @@ def refresh_fleet(
         if not parallel:
             budget = record_batch(summary, batch.result(), budget)
 
-    waves = {d: plan.datasets[d].chunks(chunk_size) for d in ORDER if d in plan.datasets and d != "recalls"}
-    for wave in range(max((len(c) for c in waves.values()), default=0)):
-        running = {}
-        for dataset, chunks in waves.items():
-            if wave >= len(chunks):
-                continue
-            offset, length = chunks[wave]
-            counts = summary["datasets"][dataset]
-            if counts["stop_reason"]:
-                counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
-                continue
-            future = fetch_dataset_chunk.submit(db, run_id, dataset, plan.datasets[dataset].path, offset, length,
-                                                concurrency, budget)
-            if parallel:
-                running[dataset] = future
-            else:
+    lanes = {d: deque(plan.datasets[d].chunks(chunk_size)) for d in ORDER if d in plan.datasets and d != "recalls"}
+    if parallel:
+        fetch_side_by_side(lanes, summary, db, run_id, plan, concurrency)
+    else:
+        while any(lanes.values()):  # one chunk of each dataset in turn, each task seeing the budget left
+            for dataset, chunks in lanes.items():
+                if not chunks:
+                    continue
+                offset, length = chunks.popleft()
+                counts = summary["datasets"][dataset]
+                if counts["stop_reason"]:
+                    counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
+                    continue
+                future = fetch_dataset_chunk.submit(db, run_id, dataset, plan.datasets[dataset].path, offset, length,
+                                                    concurrency, budget)
                 budget = budget_left(budget, record_chunk(counts, future.result()))
-        for dataset, future in running.items():
-            record_chunk(summary["datasets"][dataset], future.result())
 
     if batch is not None:
         if parallel:

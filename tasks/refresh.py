@@ -21,10 +21,11 @@ from prefect.cache_policies import NONE
 from connectors import Settings
 
 from . import progress
-from .enrich import Budget, fetch_chunk
+from .enrich import Budget, ChunkResult, fetch_chunk
 from .failpoints import failpoint
 from .ingest import read_fleet
 from .landing import land_enrichment
+from .lanes import fetch_turn, forget_run
 from .plan import make_plan, parse_freshness, read_slice, read_vins
 from .recall_batches import run_recall_batches
 from .recall_details import fetch_recall_details
@@ -116,12 +117,19 @@ def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str, 
     """Fetch one dataset for one chunk of due VINs and land it in one transaction."""
     rows = read_slice(due_path, offset, length)
     reporter = progress.current()
-    result = asyncio.run(fetch_chunk(
-        dataset, rows, settings=Settings.from_env(), concurrency=concurrency, budget=Budget(budget_left),
-        on_progress=lambda n: reporter.advance(dataset, n),
-    ))
-    with open_database(db_path) as db:
-        land_enrichment(db, run_id, result)
+    with fetch_turn(run_id, dataset) as turn:
+        if turn.stop_reason:  # an earlier chunk was refused: call nothing, leave these due
+            result = ChunkResult(dataset, pending=[r["vin"] for r in rows], stop_reason=turn.stop_reason)
+        else:
+            result = asyncio.run(fetch_chunk(
+                dataset, rows, settings=Settings.from_env(), concurrency=concurrency, budget=Budget(budget_left),
+                on_progress=lambda n: reporter.advance(dataset, n),
+            ))
+            if result.stop_reason:
+                turn.stop(result.stop_reason)
+    if result.calls or result.failed:
+        with open_database(db_path) as db:
+            land_enrichment(db, run_id, result)
     counts = {"found": len(result.found), "no_data": len(result.no_data), "failed": len(result.failed),
               "pending": len(result.pending), "calls": len(result.calls), "units": result.units,
               "stop_reason": result.stop_reason}
@@ -145,6 +153,7 @@ def finish_refresh(db_path: str, run_id: str, summary: dict[str, Any], lake: str
         if lake and summary["status"] not in ("planned", "refused"):
             db.export_parquet(lake)
     shutil.rmtree(staging_dir(db_path, run_id), ignore_errors=True)  # due lists are per run
+    forget_run(run_id)
     kind = summary.get("kind", "refresh")
     create_markdown_artifact(markdown=summary_markdown(summary), key=f"fleet-{kind}-summary",
                              description=f"fleet {kind} {run_id}")

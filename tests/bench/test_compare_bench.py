@@ -31,9 +31,9 @@ from tests.bench.measure import ROOT, run_measured
 pytestmark = pytest.mark.bench
 
 TOTAL_CONCURRENCY = 96  # = 3 x `fleet refresh`'s default --concurrency 32
-# COMPARE_SIZES=200 (comma-separated) for a quick check of the harness itself.
+# COMPARE_SIZES=200 (comma-separated) for a quick check of the harness itself; COMPARE_LATENCIES=150 for one latency.
 SIZES = tuple(int(n) for n in os.environ.get("COMPARE_SIZES", "1000,10000").split(","))
-LATENCIES_MS = (0, 150)
+LATENCIES_MS = tuple(int(ms) for ms in os.environ.get("COMPARE_LATENCIES", "0,150").split(","))
 KEY = "bench"
 # Contenders run by module; dlt's default file format (insert_values) is measured once, on the smallest case.
 OTHERS = {"bare_aiohttp": [], "dlt_pipeline": [], "plain_script": []}
