@@ -174,3 +174,16 @@ def test_ownership_only_when_asked_and_allowed(service, fleet_file, db_path, rea
     assert allowed["found"] + allowed["no_data"] == 12 and allowed["found"] > 0
     owners = read(db_path, "SELECT sum(owner_count) FROM ownership_records")[0][0]
     assert sandbox.units("test_enterprise") == owners  # billed per owner returned
+
+
+def test_chunks_of_a_dataset_take_turns_so_concurrency_bounds_calls_in_flight(service, fleet_file, db_path, read):
+    # Two chunks of a dataset run at once (one fetching while the other lands), but only one calls:
+    # without turns, 2 chunks x 3 workers would put 6 specs calls in flight.
+    sandbox = service()
+    sandbox.set_faults(FaultConfig(latency_ms=(40, 40)))
+    sandbox.reset_stats()
+    result = run(fleet_file(36), db_path, datasets=["specs"], chunk_size=6, concurrency=3)
+    specs = result["datasets"]["specs"]
+    assert result["status"] == "completed" and specs["found"] + specs["no_data"] == 36
+    assert 2 <= sandbox.peak_in_flight() <= 3
+    assert read(db_path, "SELECT count(*), count(DISTINCT vin) FROM api_calls WHERE endpoint = '/specs'") == [(36, 36)]
