@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import random
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ import polars as pl
 import pytest
 
 from connectors.sandbox import FaultConfig, Sandbox
-from tasks.vins import check_digit
+from tests.bench.compare.fleets import fleet_vins
 
 pytestmark = pytest.mark.bench
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,14 +39,7 @@ def _invariants():
 
 
 def _fleet(path: Path, n: int, magic_vin) -> list[str]:
-    rng = random.Random(6)
-    chars = "ABCDEFGHJKLMNPRSTUVWXYZ0123456789"
-    vins: set[str] = set()
-    while len(vins) < n:
-        body = rng.choice(["1FA", "1FT", "1G1", "1HG", "2T1", "4T1", "5YJ", "1C4", "1N4", "3VW"])
-        body += "".join(rng.choice(chars) for _ in range(6)) + rng.choice("EFGHJKLMN") + rng.choice(chars)
-        body += "".join(rng.choice("0123456789") for _ in range(5)) + "7"  # never a test-VIN ending
-        vins.add(body[:8] + check_digit(body) + body[9:])
+    vins = set(fleet_vins(n, seed=6, only_with_data=False))  # no test-VIN endings among them
     test_vins = {magic_vin(serial, plant) for serial in ("000404", "000500", "000501", "000502", "000503", "000504")
                  for plant in "ABC"}
     roster = sorted(vins | test_vins)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 import time
@@ -17,22 +16,15 @@ import polars as pl
 import pytest
 
 from connectors.sandbox import Sandbox
-from tasks.vins import check_digit
+from tests.bench.compare.fleets import fleet_vins
 
 pytestmark = pytest.mark.bench
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fleet(path: Path, n: int) -> None:
-    rng = random.Random(1)
-    chars = "ABCDEFGHJKLMNPRSTUVWXYZ0123456789"
-    vins: set[str] = set()
-    while len(vins) < n:
-        body = rng.choice(["1FA", "1FT", "1G1", "1HG", "2T1", "4T1", "5YJ", "1C4", "1N4", "3VW"])
-        body += "".join(rng.choice(chars) for _ in range(6)) + rng.choice("EFGHJKLMN") + rng.choice(chars)
-        body += "".join(rng.choice("0123456789") for _ in range(5)) + "7"  # never a fault-trigger ending
-        vins.add(body[:8] + check_digit(body) + body[9:])
-    pl.DataFrame({"vin": sorted(vins), "state": "CA", "mileage": 42_000}).write_csv(path)
+    vins = sorted(fleet_vins(n, seed=1, only_with_data=False))
+    pl.DataFrame({"vin": vins, "state": "CA", "mileage": 42_000}).write_csv(path)
 
 
 def _refresh(fleet: Path, db: Path, sandbox: Sandbox) -> tuple[float, dict]:
