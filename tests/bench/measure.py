@@ -5,8 +5,10 @@ children, sampled every 20 ms with psutil (ru_maxrss would miss children and can
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -71,3 +73,11 @@ def run_measured(command: list[str], *, env: dict[str, str] | None = None, timeo
         done.set()
         sampler.join()
     return Measured(time.perf_counter() - started, peak / 2**20, process.returncode, stdout, stderr)
+
+
+def refresh_cli(fleet: Path, db: Path, env: dict[str, str], timeout: float = 1800) -> tuple[float, dict]:
+    """`fleet refresh FLEET --db DB --json` in its own process: (wall seconds, the JSON summary)."""
+    command = [sys.executable, "-m", "flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "", "--json"]
+    done = run_measured(command, env=env, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.wall_s, json.loads(done.stdout)

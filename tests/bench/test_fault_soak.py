@@ -11,11 +11,6 @@ and calls for nothing that already landed. Prints calls, retries, failures, unit
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -24,6 +19,7 @@ import pytest
 
 from connectors.sandbox import FaultConfig, Sandbox
 from tests.bench.compare.fleets import fleet_vins
+from tests.bench.measure import refresh_cli
 
 pytestmark = pytest.mark.bench
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,13 +44,8 @@ def _fleet(path: Path, n: int, magic_vin) -> list[str]:
 
 
 def _refresh(fleet: Path, db: Path, sandbox: Sandbox, read_timeout: str = "30") -> tuple[float, dict]:
-    env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": "soak", "VDS_MAX_RETRY_AFTER": "0",
-           "VDS_TIMEOUT": read_timeout, "PYTHONPATH": str(ROOT)}
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "",
-                           "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return time.perf_counter() - started, json.loads(done.stdout)
+    return refresh_cli(fleet, db, {"VDS_BASE_URL": sandbox.url, "VDS_API_KEY": "soak", "VDS_MAX_RETRY_AFTER": "0",
+                                   "VDS_TIMEOUT": read_timeout})
 
 
 def test_fault_soak(tmp_path):

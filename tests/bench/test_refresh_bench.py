@@ -5,11 +5,6 @@ Prints wall time, calls per second and the time to a second, fresh run; asserts 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import polars as pl
@@ -17,9 +12,9 @@ import pytest
 
 from connectors.sandbox import Sandbox
 from tests.bench.compare.fleets import fleet_vins
+from tests.bench.measure import refresh_cli
 
 pytestmark = pytest.mark.bench
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fleet(path: Path, n: int) -> None:
@@ -28,12 +23,7 @@ def _fleet(path: Path, n: int) -> None:
 
 
 def _refresh(fleet: Path, db: Path, sandbox: Sandbox) -> tuple[float, dict]:
-    env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": "bench", "PYTHONPATH": str(ROOT)}
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "",
-                           "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return time.perf_counter() - started, json.loads(done.stdout)
+    return refresh_cli(fleet, db, {"VDS_BASE_URL": sandbox.url, "VDS_API_KEY": "bench"}, timeout=900)
 
 
 def test_refresh_throughput(tmp_path):
