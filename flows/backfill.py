@@ -16,6 +16,7 @@ from typing import Any
 
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
 
+from .locking import add_wait_flag, hold_or_refuse
 from .target import service_settings
 
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
@@ -36,7 +37,10 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from prefect import flow
 
-    built = flow(**_FLOWS[name])(globals()[f"_{name}"])
+    from tasks.session import holds_run_lock
+
+    kind = "reparse" if name == "reparse_raw_responses" else "backfill"
+    built = flow(**_FLOWS[name])(holds_run_lock(kind)(globals()[f"_{name}"]))
     globals()[name] = built
     return built
 
@@ -155,14 +159,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chunk-size", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_wait_flag(p)
     p.set_defaults(run=run_backfill)
 
 
 def run_backfill(args: argparse.Namespace) -> int:
-    from tasks import progress
-    from tasks.backfill import check_vins, read_vins_file
-    from tasks.storage import DatabaseError, open_database
-    from tasks.summary import report
+    from tasks import store
+    from tasks.session import new_run_id
 
     datasets = [d.strip() for d in (args.datasets or "").split(",") if d.strip()] or None
     allowed = REPARSE_DATASETS if args.reparse else ALL_DATASETS
@@ -175,8 +178,22 @@ def run_backfill(args: argparse.Namespace) -> int:
     if not args.reparse and not any(chosen):
         return _fail("choose VINs: --vins, --vins-file, --failures-of RUN_ID or --failures (or --reparse)")
     needs_db = args.reparse or args.failures_of or args.failures
-    if needs_db and not Path(args.db).is_file():
+    if needs_db and not store.exists(args.db):
         return _fail(f"{args.db}: no such database (run `fleet refresh` first)")
+    # One run at a time, taken before Prefect is even imported (tasks.backfill imports it).
+    run_id = new_run_id()
+    session = hold_or_refuse(args.db, run_id, "reparse" if args.reparse else "backfill", args.wait)
+    if isinstance(session, int):
+        return session
+    with session:
+        return _backfill_holding_lock(args, datasets, run_id)
+
+
+def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None, run_id: str) -> int:
+    from tasks import progress
+    from tasks.backfill import check_vins, read_vins_file
+    from tasks.storage import DatabaseError, open_database
+    from tasks.summary import report
 
     vins = None
     try:
@@ -205,13 +222,14 @@ def run_backfill(args: argparse.Namespace) -> int:
                 progress.use(bars)
             flows = sys.modules[__name__]
             if args.reparse:
-                summary = flows.reparse_raw_responses(args.db, datasets, lake=args.lake or None, chunk_size=args.chunk_size)
+                summary = flows.reparse_raw_responses(args.db, datasets, lake=args.lake or None, chunk_size=args.chunk_size,
+                                                      run_id=run_id)
             else:
                 summary = flows.backfill_fleet(
                     args.db, args.lake or None, datasets, vins=None if args.vins_file else vins,
                     vins_file=str(Path(args.vins_file).resolve()) if args.vins_file else None, failures_of=args.failures_of,
                     all_failures=args.failures, max_units=args.max_units, chunk_size=args.chunk_size,
-                    concurrency=args.concurrency,
+                    concurrency=args.concurrency, run_id=run_id,
                 )
     except (DatabaseError, ValueError) as exc:
         return _fail(str(exc))

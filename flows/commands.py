@@ -8,6 +8,7 @@ import sys
 
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
 
+from .locking import add_wait_flag, hold_or_refuse
 from .target import service_settings
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
 
@@ -32,6 +33,7 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--webhook-url", help="https URL the service notifies when a recall batch finishes")
     p.add_argument("--webhook-listen", metavar="HOST:PORT",
                    help="receive that notification here (behind --webhook-url) instead of polling")
+    add_wait_flag(p)
     p.set_defaults(run=run_refresh)
 
 
@@ -56,7 +58,21 @@ def run_refresh(args: argparse.Namespace) -> int:
     except FleetFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    # One run at a time: taken before the sandbox or Prefect start, so a refused run costs nothing.
+    from tasks.session import new_run_id
+
+    run_id = new_run_id()
+    session = hold_or_refuse(args.db, run_id, "refresh", args.wait)
+    if isinstance(session, int):
+        return session
+    with session:
+        return _refresh_holding_lock(args, datasets, freshness, run_id)
+
+
+def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshness: dict[str, str],
+                          run_id: str) -> int:
     from tasks import progress
+    from tasks.ingest import FleetFileError
     from tasks.storage import DatabaseError
     from tasks.summary import report
 
@@ -71,7 +87,7 @@ def run_refresh(args: argparse.Namespace) -> int:
                 args.paths, db=args.db, lake=args.lake or None, datasets=datasets, max_units=args.max_units,
                 force=args.force, dry_run=args.dry_run, vin_column=args.vin_column, freshness=freshness or None,
                 chunk_size=args.chunk_size, concurrency=args.concurrency, batch_size=args.batch_size,
-                webhook_url=args.webhook_url, webhook_listen=args.webhook_listen,
+                webhook_url=args.webhook_url, webhook_listen=args.webhook_listen, run_id=run_id,
             )
     except (FleetFileError, DatabaseError, ValueError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, even for DuckDB's messages

@@ -17,6 +17,7 @@ from prefect.futures import as_completed
 from flows.defaults import DEFAULT_DB, DEFAULT_LAKE  # absolute: Prefect loads this file by path
 
 from tasks.plan import DEFAULT_DATASETS, Plan
+from tasks.session import holds_run_lock
 from tasks.summary import add_counts, budget_left, final_status, record_batch, record_chunk, start_summary
 from tasks.refresh import (
     check_recalls,
@@ -65,6 +66,7 @@ def new_run_id() -> str:
 
 
 @flow(name="fleet-refresh", persist_result=False, log_prints=False)
+@holds_run_lock("refresh")  # one run at a time, also when served or run by a worker
 def refresh_fleet(
     paths: list[str],
     db: str = DEFAULT_DB,

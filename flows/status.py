@@ -1,8 +1,11 @@
-"""`fleet status`: where the pipeline stands, read from the database alone.
+"""`fleet status`: where the pipeline stands, read from the published database alone.
 
 Last runs, units spent per endpoint this calendar month (UTC), per dataset the roster
-VINs never answered (pending) and the open failures, and recall batches still in flight.
-It calls no service and starts no Prefect: it only reads DuckDB.
+VINs never answered (pending) and the open failures, and recall batches still in flight;
+and the run in flight, if any, from the progress file it keeps beside the database.
+It calls no service and starts no Prefect. It opens the published snapshot read-only,
+never the working store, and writes nothing: a run still `running` in the snapshot whose
+process is gone is shown `interrupted` (the next run records it so when it takes the lock).
 """
 
 from __future__ import annotations
@@ -35,16 +38,27 @@ def month_start(now: datetime | None = None) -> datetime:
 
 def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> dict[str, Any]:
     """The status as plain values (what `--json` prints)."""
-    from tasks.storage import open_database
+    from tasks.progressfile import live_run
+    from tasks.store import open_published
 
     since = month_start(now)
-    with open_database(db_path) as db:
+    # Looked at before and after reading the snapshot: a run that ends (or starts) meanwhile is
+    # still recognised as the live one rather than shown interrupted.
+    before = live_run(db_path)
+    with open_published(db_path) as db:
         recent = db.query("status_recent_runs", limit=runs).to_dicts()
         spent = db.query("units_by_endpoint_since", since=since).to_dicts()
         datasets = db.query("status_by_dataset", datasets=list(DEFAULT_DATASETS)).to_dicts()
         batches = db.query("unfinished_recall_batches").select(BATCH_COLUMNS).to_dicts()
+    after = live_run(db_path)
+    live = {r["run_id"] for r in (before, after) if r}
+    for run in recent:
+        if run["status"] == "running" and run["run_id"] not in live:
+            run["status"] = "interrupted"  # computed, not written: its process is gone
+            run["message"] = run["message"] or "the process stopped before the run finished"
     return {
         "database": str(db_path),
+        "live_run": after or before,
         "runs": recent,
         "month": f"{since:%Y-%m}",
         "units_this_month": spent,
@@ -58,7 +72,7 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
 def run_status(args: argparse.Namespace) -> int:
     from tasks.storage import DatabaseError
 
-    if not Path(args.db).is_file():
+    if not Path(args.db).is_file():  # only the published file: the working store is the runs' own
         print(f"error: {args.db}: no such database (run `fleet refresh` first, or pass --db)", file=sys.stderr)
         return 2
     try:
@@ -90,6 +104,14 @@ def print_status(status: dict[str, Any]) -> None:
             t.add_row(*["" if v is None else _text(v) for v in r])
         console.print(t)
 
+    live = status["live_run"]
+    if live:
+        counts = ", ".join(f"{key} {d['done']}/{d['total']}" for key, d in live["datasets"].items())
+        console.print(f"[bold]Running now[/bold]: run {live['run_id']} ({live['command']}, pid {live['pid']}) since "
+                      f"{live['started']}: {live['phase']}{'; ' + counts if counts else ''}; last published "
+                      f"{live['last_publish'] or 'not yet in this run'}", highlight=False)
+    else:
+        console.print("[bold]Running now[/bold]: nothing", highlight=False)
     table(f"Last runs ({status['database']})",
           ["run", "kind", "status", "started", "took", "VINs", "rejected", "calls", "units"],
           [[r["run_id"], r["kind"], r["status"], r["started_at"], _took(r), r["valid"], r["rejected"], r["calls"],

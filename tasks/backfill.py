@@ -23,7 +23,7 @@ from connectors import estimate_units
 from connectors.errors import MalformedResponseError
 from connectors import models as m
 
-from . import progress, staging
+from . import progress, session, staging
 from .enrich import DATASETS as ENRICHMENT
 from .enrich import ChunkResult
 from .landing import DATA_FRAMES, fetch_status_frame
@@ -229,6 +229,7 @@ def reparse_chunk(db_path: str, dataset: str, offset: int, length: int) -> dict[
         by_run, counts = parse_raw_rows(dataset, rows)
         for run, frames in sorted(by_run.items()):
             db.land_chunk(frames, run)
+    session.publish_if_due(db_path)
     progress.current().advance(f"reparse:{dataset}", len(rows))
     get_run_logger().info("reparse %s %d+%d: %s", dataset, offset, length, counts)
     return counts

@@ -20,7 +20,7 @@ from prefect.cache_policies import NONE
 
 from connectors import Settings
 
-from . import progress
+from . import progress, session
 from .enrich import Budget, ChunkResult, fetch_chunk
 from .failpoints import failpoint
 from .ingest import read_fleet
@@ -49,6 +49,22 @@ def batches_dir(db_path: str) -> Path:
     return Path(db_path).resolve().parent / "staging" / "recall_batches"
 
 
+def remove_leftover_staging(db_path: str, run_id: str) -> list[Path]:
+    """Due lists other runs left behind; removed only by the run holding the lock (tasks/runlock.py).
+
+    Holding it, no other run is alive, so those lists are a killed run's, of no use (its plan is made
+    again). Without it, they may be a live run's: left alone.
+    """
+    if not session.holding(db_path):
+        return []
+    removed = []
+    for leftover in staging_dir(db_path, run_id).parent.glob("*"):
+        if leftover.is_dir() and leftover != batches_dir(db_path) and leftover.name != run_id:
+            shutil.rmtree(leftover, ignore_errors=True)
+            removed.append(leftover)
+    return removed
+
+
 @task(name="ingest-fleet", **TASK)
 def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | None, parameters: dict) -> dict[str, int]:
     """Read the fleet file(s) and land the roster and rejected rows; nothing lands if a file is unusable."""
@@ -59,6 +75,7 @@ def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | 
         db.start_run("refresh", [str(f) for f in result.files] or paths, parameters, run_id=run_id)
         failpoint("ingest")  # crash tests: the run is recorded, its roster not yet landed
         db.land_chunk({"vehicles": result.roster, "rejected_rows": result.rejected}, run_id)
+    session.publish_if_due(db_path)
     reporter.finish("ingest")
     get_run_logger().info("ingested %s", result.summary())
     return result.summary()
@@ -67,11 +84,7 @@ def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | 
 @task(name="plan-refresh", **TASK)
 def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None) -> dict:
     with open_database(db_path) as db:
-        # This process holds the database, so no other run is using the staging area: due lists
-        # a killed run left behind are of no use (its plan is made again) and go.
-        for leftover in staging_dir(db_path, run_id).parent.glob("*"):
-            if leftover.is_dir() and leftover != batches_dir(db_path) and leftover.name != run_id:
-                shutil.rmtree(leftover, ignore_errors=True)
+        remove_leftover_staging(db_path, run_id)
         plan = make_plan(db, run_id, datasets, staging_dir(db_path, run_id), force=force, freshness=parse_freshness(freshness))
     reporter = progress.current()
     reporter.say(plan_text(plan))
@@ -93,6 +106,7 @@ def check_recalls(db_path: str, run_id: str, due_path: str | None, batch_size: i
             db, run_id, vins, settings=Settings.from_env(), batches_dir=batches_dir(db_path), batch_size=batch_size,
             webhook_url=webhook_url, webhook_listen=webhook_listen, budget=Budget(budget_left), on_progress=lambda n: reporter.advance("recalls", n),
         ))
+    session.publish_if_due(db_path)
     get_run_logger().info("recall batches: %s", outcome)
     return vars(outcome)
 
@@ -107,6 +121,7 @@ def recall_details(db_path: str, run_id: str, budget_left: int | None, concurren
             db, run_id, settings=Settings.from_env(), budget=Budget(budget_left), concurrency=concurrency,
             on_progress=lambda n: reporter.advance("recall_details", n),
         ))
+    session.publish_if_due(db_path)
     get_run_logger().info("recall details: %s", outcome)
     return vars(outcome)
 
@@ -130,6 +145,7 @@ def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str, 
     if result.calls or result.failed:
         with open_database(db_path) as db:
             land_enrichment(db, run_id, result)
+        session.publish_if_due(db_path)  # analysts see long runs' progress every few minutes
     counts = {"found": len(result.found), "no_data": len(result.no_data), "failed": len(result.failed),
               "pending": len(result.pending), "calls": len(result.calls), "units": result.units,
               "stop_reason": result.stop_reason}
@@ -145,6 +161,7 @@ def finish_refresh(db_path: str, run_id: str, summary: dict[str, Any], lake: str
     if details and details.get("due"):
         rows.append({"dataset": "recall_details", "planned": details["due"], "found": details["by_model"] + details["by_vin"],
                      **{k: details.get(k) for k in ("failed", "pending", "calls", "units", "stop_reason")}})
+    session.phase(db_path, "finishing")
     with open_database(db_path) as db:
         if rows:
             db.land("run_datasets", pl.DataFrame(rows, schema={"dataset": pl.String, **_RUN_DATASET_COLUMNS}), run_id)

@@ -1,8 +1,9 @@
 """The DuckDB store: migrations, landing, named queries, runs and the Parquet export.
 
-One process holds the DuckDB file through one `Database` (DuckDB itself refuses a
+One process holds the working store through one `Database` (DuckDB itself refuses a
 second writer process); `open_database` hands the same instance to every caller in
-the process and a lock serialises writes from threads. SQL lives in `sql/`:
+the process and a lock serialises writes from threads. The file at `--db` is never
+written here: it is published from the working store (tasks/store.py). SQL lives in `sql/`:
 `migrations/NNNN_name.sql` (applied once, recorded in `schema_migrations`),
 `views/*.sql` (re-created on every open), `landing/<table>.sql` (the upsert for
 one table, reading the staged chunk `incoming`), `queries/<name>.sql` and
@@ -448,13 +449,20 @@ def _pack_vehicle_extras(frame: pl.DataFrame) -> pl.DataFrame:
     ).drop(others)
 
 
-_opened_before: set[str] = set()
-
-
 def open_database(
     path: str | Path, migrations_dir: Path | None = None, views_dir: Path | None = None
 ) -> Database:
-    """The process's Database for `path` (opened, migrated and shared; close it when done)."""
+    """The process's Database for the working store of `path` (opened, migrated and shared; close it when done).
+
+    `path` names the published database (`--db`), which analysts hold open read-only; writers work in
+    `<path>.working` beside it and publish into `path` (tasks/store.py). A working store that does not
+    exist yet starts as a copy of the published file.
+    """
+    published = path
+    if str(path) != ":memory:":
+        from .store import working_path
+
+        path = working_path(published)
     key = str(path) if str(path) == ":memory:" else str(Path(path).resolve())
     # Opening happens under the lock: two threads (concurrent chunk tasks) must never build two
     # instances at once, whose migrations and view re-creation would conflict in DuckDB's catalog.
@@ -463,10 +471,13 @@ def open_database(
         if existing is not None and key != ":memory:":
             existing._users += 1
             return existing
+        if key != ":memory:":
+            from .store import seed_working
+
+            seed_working(published)
         database = Database(path, migrations_dir, views_dir)
         if key != ":memory:":
             _registry[key] = database
-            if key not in _opened_before:  # later opens in this process may meet its own live runs
-                _opened_before.add(key)
-                database.execute("mark_interrupted_runs", now=datetime.now(timezone.utc))
+        # Runs a dead process left `running` are marked when the next run takes the lock
+        # (tasks/session.py), not here: opening proves nothing about who else is alive.
         return database

@@ -18,6 +18,7 @@ from flows.status import month_start
 from tasks import staging
 from tasks.ingest import read_fleet
 from tasks.storage import open_database
+from tasks.store import publish
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +57,8 @@ def db_path(tmp_path_factory) -> str:
              "processed_vins": 4, "fetched_at": last_month},
         ]), "run-b")
         db.finish_run("run-b", "partial", finished_at=now - timedelta(minutes=3))
-        db.start_run("backfill", [], run_id="run-c", started_at=now - timedelta(minutes=1))
+        db.start_run("backfill", [], run_id="run-c", started_at=now - timedelta(minutes=1))  # its process died
+    publish(path)  # what analysts and `fleet status` read; the runs write beside it
     return path
 
 
@@ -75,7 +77,9 @@ def test_status_reports_runs_units_pending_failed_and_batches(db_path, capsys):
     status = json.loads(capsys.readouterr().out)
 
     assert [(r["run_id"], r["kind"], r["status"], r["units"], r["calls"]) for r in status["runs"]] == [
-        ("run-c", "backfill", "running", 0, 0), ("run-b", "refresh", "partial", 4, 5), ("run-a", "refresh", "completed", 10, 5)]
+        ("run-c", "backfill", "interrupted", 0, 0), ("run-b", "refresh", "partial", 4, 5),
+        ("run-a", "refresh", "completed", 10, 5)]
+    assert status["live_run"] is None
     assert status["runs"][2]["valid"] == 4
     # This calendar month only: last month's five /specs calls are not in it.
     assert [(r["endpoint"], r["calls"], r["units"], r["failed_calls"]) for r in status["units_this_month"]] == [
@@ -115,3 +119,49 @@ def test_status_needs_no_prefect_and_no_service(db_path):
                           timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["units_this_month_total"] == 4
+
+
+HOLDER = """
+import sys, time
+from tasks.session import hold_run
+from tasks.storage import open_database
+session = hold_run(sys.argv[1], "run-live", "refresh")
+store = open_database(sys.argv[1])            # the working store, held read-write all along
+store.start_run("refresh", [], run_id="run-live")
+session.progress.start("specs", "Fetching specs", 40)
+session.progress.advance("specs", 7)
+session.progress.write(force=True)
+print("holding", flush=True)
+time.sleep(120)
+"""
+
+
+def test_status_reads_the_published_file_and_the_progress_file_only(db_path, capsys):
+    """A live run holds the lock and the working store: status still answers, shows it live, writes nothing."""
+    published = Path(db_path).read_bytes()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, db_path], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding", holder.stderr.read()
+        done = subprocess.run([sys.executable, "-m", "flows.cli", "status", "--db", db_path, "--json"], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        status = json.loads(done.stdout)
+        live = status["live_run"]
+        assert (live["run_id"], live["pid"], live["command"]) == ("run-live", holder.pid, "refresh")
+        assert live["datasets"]["specs"] == {"description": "Fetching specs", "done": 7, "total": 40}
+        # run-c's process is gone: shown interrupted, but nothing was written to say so.
+        assert {r["run_id"]: r["status"] for r in status["runs"]}["run-c"] == "interrupted"
+        tables = subprocess.run([sys.executable, "-m", "flows.cli", "status", "--db", db_path], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=60)
+        assert "Running now: run run-live (refresh, pid" in tables.stdout and "specs 7/40" in tables.stdout
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert Path(db_path).read_bytes() == published
+
+    # Its process killed, the run is no longer live; the progress file it left does not say otherwise.
+    assert Path(db_path + ".progress.json").exists()
+    assert main(["status", "--db", db_path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["live_run"] is None

@@ -49,7 +49,9 @@ def test_second_process_is_refused_with_a_clear_message(tmp_path):
     assert str(path) in out.stdout
 
 
-def test_a_run_whose_process_died_is_marked_interrupted_when_the_file_is_next_opened(tmp_path):
+def test_a_run_whose_process_died_is_marked_interrupted_when_the_next_run_takes_the_lock(tmp_path):
+    from tasks.session import hold_run
+
     path = tmp_path / "f.duckdb"
     died = textwrap.dedent(f"""
         import os
@@ -62,9 +64,12 @@ def test_a_run_whose_process_died_is_marked_interrupted_when_the_file_is_next_op
         os._exit(0)  # like kill -9: nothing after this runs
     """)
     subprocess.run([sys.executable, "-c", died], cwd=ROOT, check=True, timeout=60)
-    with open_database(path) as db:
-        db.start_run("refresh", ["fleet.csv"], run_id="live")
-    with open_database(path) as db:  # closed and opened again: this process's own run is left alone
-        statuses = dict(db.sql("SELECT run_id, status FROM runs").rows())
-        assert statuses == {"died": "interrupted", "finished": "completed", "live": "running"}
-        assert db.sql("SELECT message FROM runs WHERE run_id = 'died'").item().startswith("the process stopped")
+    with open_database(path) as db:  # opening proves nothing about who is alive: nothing is marked
+        assert dict(db.sql("SELECT run_id, status FROM runs").rows()) == {"died": "running", "finished": "completed"}
+    with hold_run(str(path), "live", "refresh"):  # holding the lock, no other run can be alive
+        with open_database(path) as db:
+            db.start_run("refresh", ["fleet.csv"], run_id="live")
+        with open_database(path) as db:  # closed and opened again: this run is left alone
+            statuses = dict(db.sql("SELECT run_id, status FROM runs").rows())
+            assert statuses == {"died": "interrupted", "finished": "completed", "live": "running"}
+            assert db.sql("SELECT message FROM runs WHERE run_id = 'died'").item().startswith("the process stopped")

@@ -1,0 +1,35 @@
+"""How a command that writes the database takes its run lock, or says in one line why it cannot.
+
+Called before the sandbox or Prefect start (neither is imported here), so a refused run costs
+nothing: exit code 75 (EX_TEMPFAIL, "try again later"), or `--wait` to queue behind the holder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tasks.session import RunSession
+
+
+def hold_or_refuse(db: str, run_id: str, command: str, wait: bool) -> "RunSession | int":
+    """The held session, or the exit code after one line on stderr (75 when another run holds `db`)."""
+    from tasks.runlock import EX_TEMPFAIL, RunLocked
+    from tasks.session import hold_run
+    from tasks.storage import DatabaseError
+
+    try:
+        return hold_run(db, run_id, command, wait=wait)
+    except RunLocked as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EX_TEMPFAIL
+    except DatabaseError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+
+
+def add_wait_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wait", action="store_true",
+                        help="if another run holds the database, queue behind it instead of exiting with code 75")
