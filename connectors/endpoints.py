@@ -42,7 +42,7 @@ _ALL = (
     Endpoint("ownership", "GET", "/v1/ownership/vin", m.OwnershipResult, "ownership", "Registered owners by VIN (enterprise)"),
     Endpoint("ownership-phone", "GET", "/v1/ownership/phone", m.PhoneOwnership, "ownership", "Registered owners by phone number"),
     Endpoint("ownership-phones", "POST", "/v1/ownership/phone/bulk", m.PhoneOwnershipBulk, "ownership", "Owners for up to 100 phone numbers"),
-    Endpoint("ownership-person", "GET", "/v1/ownership/person", m.OwnershipSearch, "ownership", "A person's details and vehicles by name and address (enterprise)"),
+    Endpoint("ownership-person", "GET", "/v1/ownership/person", m.OwnershipSearch, "ownership", "A person's vehicles by name and address (enterprise)"),
     Endpoint("ownership-address", "GET", "/v1/ownership/address", m.OwnershipSearch, "ownership", "Residents at a street address (enterprise)"),
     Endpoint("ownership-zip", "GET", "/v1/ownership/zip", m.OwnershipZip, "ownership", "People in a ZIP code, filtered and paged (enterprise)"),
     Endpoint("ymm-options", "GET", "/v1/ymm-options", m.YmmOptions, "ymm_options", "Year/make/model/trim option lists"),

@@ -31,14 +31,14 @@ def lookup(year: int, make: str, model: str, trim: str | None) -> dict | None:
         return None
     name, body, _start, msrp, trims = found
     step = (year - found[2]) * 150  # prices drift up by model year
-    options = [{"name": t, "trim": t, "base_msrp": msrp + step + i * 2500, "base_invoice": round((msrp + step + i * 2500) * 0.93)}
-               for i, t in enumerate(trims)]
+    prices = [msrp + step + i * 2500 for i in range(len(trims))]
+    options = [{"name": t, "trim": t, "base_msrp": p, "base_invoice": round(p * 0.93)} for t, p in zip(trims, prices)]
     needle = (trim or "").strip().lower()
     best = next((o for o in options if needle and o["trim"].lower() == needle), None)
     best = best or next((o for o in options if needle and needle in o["trim"].lower()), options[0])
     r = rng("ymm", year, canonical, name, best["trim"])
-    colors = {kind.lower(): [{"name": c, "rgb": _rgb(c)} for c in r.sample(catalog.COLORS[kind], 3 if kind == "Exterior" else 2)]
-              for kind in ("Exterior", "Interior")}
+    colors = {kind.lower(): [{"name": c, "rgb": _rgb(c)} for c in r.sample(catalog.COLORS[kind], picks)]
+              for kind, picks in (("Exterior", 3), ("Interior", 2))}
     match = {
         "make": canonical, "model": name, "year": year, "trim": best["trim"],
         "name": f"{year} {canonical} {name} {best['trim']}",
@@ -46,7 +46,8 @@ def lookup(year: int, make: str, model: str, trim: str | None) -> dict | None:
         "total_seating": {"Coupe": 4, "Pickup": 5, "Minivan": 8}.get(body, 5 + (body == "SUV" and r.random() < 0.3) * 2),
         "color": colors,
         "features": {
-            "standard": [{"category": c, "features": [{"name": f, "value": "Std."} for f in fs]} for c, fs in _STANDARD.items()],
+            "standard": [{"category": c, "features": [{"name": f, "value": "Std."} for f in fs]}
+                         for c, fs in _STANDARD.items()],
             "optional": [{"category": c, "features": [{"name": f, "price": 500 + r.randrange(20) * 100} for f in fs]}
                          for c, fs in _OPTIONAL.items()],
         },
