@@ -87,9 +87,9 @@ class BaseClient:
             headers["X-Payment"] = payment
         elif self.settings.api_key:
             query["key"] = self.settings.api_key
-        if ep.method != "GET":
-            # A POST is only ever retried with the same key, so a retry cannot pay twice.
-            headers["Idempotency-Key"] = idempotency_key or uuid.uuid4().hex
+        # One key per call, the same on every attempt, GET included: a retry (after a 503
+        # `auto_recharge_pending` above all) is then "the same request" and cannot pay twice.
+        headers["Idempotency-Key"] = idempotency_key or uuid.uuid4().hex
         policy = self.settings.retry
         attempt = 0
         retries: dict[str, int] = {}

@@ -21,8 +21,10 @@ def estimate_units(endpoint: str, params: Mapping[str, Any] | None = None, *, vi
         if _truthy(params.get("require_vin")) and str(params.get("country", "")).upper() == "ES":
             return 2
         return 1
-    if endpoint in ("ownership", "ownership-phone", "ownership-phones"):
+    if endpoint in ("ownership", "ownership-phone", "ownership-phones", "ownership-person", "ownership-address"):
         return 1  # per owner returned; one is the usual expectation
+    if endpoint == "ownership-zip":
+        return int(params.get("limit") or 15)  # per record: a full page
     if endpoint in ("recalls-batch-status", "recalls-batch-results", "recalls-batch-download"):
         return 0  # follow-ups of a paid batch
     return 1
@@ -46,6 +48,10 @@ def units_for_answer(endpoint: str, params: Mapping[str, Any], status: int, body
         return len(body.get("owners") or [])
     if endpoint == "ownership-phone":
         return len(body.get("owners") or [])
+    if endpoint in ("ownership-person", "ownership-address"):
+        return len(body.get("matches") or [])
+    if endpoint == "ownership-zip":
+        return len(body.get("records") or [])
     if endpoint == "ownership-phones":
         return sum(len(mt.get("owners") or []) for mt in body.get("matches") or [])
     return estimate_units(endpoint, params)

@@ -165,6 +165,32 @@ class AsyncVehicleDataClient(BaseClient):
         answer = await self.request("ownership-phones", json_body=body)
         return m.PhoneOwnershipBulk.from_payload(answer.body, "ownership-phones")
 
+    async def ownership_by_person(
+        self, first_name: str, last_name: str, address: str, zip: str, *, include: Iterable[str] | None = None
+    ) -> m.OwnershipSearch:
+        """`address` is the street only (no city or state); `zip` five digits, optionally ZIP+4."""
+        return await self._get("ownership-person", m.OwnershipSearch, first_name=first_name, last_name=last_name,
+                               address=address, zip=zip, include=_csv(include))
+
+    async def ownership_by_address(self, address: str, zip: str, *, include: Iterable[str] | None = None) -> m.OwnershipSearch:
+        return await self._get("ownership-address", m.OwnershipSearch, address=address, zip=zip, include=_csv(include))
+
+    async def ownership_by_zip(
+        self,
+        zip: str,
+        *,
+        gender: str | None = None,
+        min_age: int | None = None,
+        max_age: int | None = None,
+        income: str | None = None,
+        page: int | None = None,
+        limit: int | None = None,
+        include: Iterable[str] | None = None,
+    ) -> m.OwnershipZip:
+        """One page (`limit` at most 100, 15 by default) of the people in a ZIP; billed per record."""
+        return await self._get("ownership-zip", m.OwnershipZip, zip=zip, gender=gender, min_age=min_age,
+                               max_age=max_age, income=income, page=page, limit=limit, include=_csv(include))
+
     # --- catalog -------------------------------------------------------------------------
     async def ymm_options(
         self,
@@ -176,6 +202,9 @@ class AsyncVehicleDataClient(BaseClient):
         trim: str | None = None,
     ) -> m.YmmOptions:
         return await self._get("ymm-options", m.YmmOptions, dimension=dimension, year=year, make=make, model=model, trim=trim)
+
+    async def year_make_model(self, year: int | str, make: str, model: str, *, trim: str | None = None) -> m.YearMakeModel:
+        return await self._get("year-make-model", m.YearMakeModel, year=year, make=make, model=model, trim=trim)
 
     async def images(
         self,
@@ -196,17 +225,18 @@ class AsyncVehicleDataClient(BaseClient):
             transparent=transparent, angle=angle, photoType=photo_type, size=size, license=license,
         )
 
-    # --- image and OBD products (paths designed; see README) -------------------------------
-    async def plate_recognition(self, image: str) -> m.RecognitionResult:
+    # --- image and OBD products (paths from the vendor's SDKs; see README) ----------------
+    async def plate_recognition(self, image: str) -> m.PlateRecognition:
+        """`image`: an http(s) URL or a base64 string (sent as `image`, the npm SDK's spelling)."""
         answer = await self.request("plate-recognition", json_body={"image": image})
-        return m.RecognitionResult.from_payload(answer.body, "plate-recognition")
+        return m.PlateRecognition.from_payload(answer.body, "plate-recognition")
 
-    async def vin_ocr(self, image: str) -> m.RecognitionResult:
+    async def vin_ocr(self, image: str) -> m.VinRecognition:
         answer = await self.request("vin-ocr", json_body={"image": image})
-        return m.RecognitionResult.from_payload(answer.body, "vin-ocr")
+        return m.VinRecognition.from_payload(answer.body, "vin-ocr")
 
-    async def obd(self, code: str) -> m.RecognitionResult:
-        return await self._get("obd", m.RecognitionResult, code=code)
+    async def obd(self, code: str) -> m.ObdCode:
+        return await self._get("obd", m.ObdCode, code=code)
 
 
 def _csv(values: Iterable[str] | None) -> str | None:

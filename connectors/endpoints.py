@@ -1,7 +1,9 @@
 """Every endpoint of the service in one table: name, method, path, result model, quota group.
 
-Paths the spec does not show (batch status/download, ownership by phone, the
-image and OBD products) are our design, recorded in the README; change them here.
+Paths the spec does not show come from the vendor's own SDKs (PyPI `carsxe`, npm `carsxe-api`,
+1.4.0) where they show them: batch status and download, plate recognition, VIN OCR, OBD codes,
+year/make/model, ownership by person, address and ZIP. Ownership by phone and its bulk form are
+our design. All recorded in the README ("Where the spec is silent"); change them here.
 """
 
 from __future__ import annotations
@@ -40,11 +42,15 @@ _ALL = (
     Endpoint("ownership", "GET", "/v1/ownership/vin", m.OwnershipResult, "ownership", "Registered owners by VIN (enterprise)"),
     Endpoint("ownership-phone", "GET", "/v1/ownership/phone", m.PhoneOwnership, "ownership", "Registered owners by phone number"),
     Endpoint("ownership-phones", "POST", "/v1/ownership/phone/bulk", m.PhoneOwnershipBulk, "ownership", "Owners for up to 100 phone numbers"),
+    Endpoint("ownership-person", "GET", "/v1/ownership/person", m.OwnershipSearch, "ownership", "A person's vehicles by name and address (enterprise)"),
+    Endpoint("ownership-address", "GET", "/v1/ownership/address", m.OwnershipSearch, "ownership", "Residents at a street address (enterprise)"),
+    Endpoint("ownership-zip", "GET", "/v1/ownership/zip", m.OwnershipZip, "ownership", "People in a ZIP code, filtered and paged (enterprise)"),
     Endpoint("ymm-options", "GET", "/v1/ymm-options", m.YmmOptions, "ymm_options", "Year/make/model/trim option lists"),
+    Endpoint("year-make-model", "GET", "/v1/ymm", m.YearMakeModel, "ymm", "One vehicle by year, make, model (and trim)"),
     Endpoint("images", "GET", "/images", m.ImageResult, "images", "Vehicle images by make/model"),
-    Endpoint("plate-recognition", "POST", "/v1/plate-recognition", m.RecognitionResult, "plate_recognition", "Read plates from an image"),
-    Endpoint("vin-ocr", "POST", "/v1/vin-ocr", m.RecognitionResult, "vin_ocr", "Read a VIN from an image"),
-    Endpoint("obd", "GET", "/v1/obd", m.RecognitionResult, "obd", "Decode an OBD code"),
+    Endpoint("plate-recognition", "POST", "/platerecognition", m.PlateRecognition, "plate_recognition", "Read plates from an image"),
+    Endpoint("vin-ocr", "POST", "/v1/vinocr", m.VinRecognition, "vin_ocr", "Read a VIN from an image"),
+    Endpoint("obd", "GET", "/obdcodesdecoder", m.ObdCode, "obd", "Decode an OBD-II trouble code"),
 )
 
 ENDPOINTS: dict[str, Endpoint] = {e.name: e for e in _ALL}

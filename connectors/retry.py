@@ -4,8 +4,9 @@
   exponential backoff and full jitter, honouring `Retry-After` up to a cap.
 - 500: retried once; CV-001/CV-002 provider-authentication failures never.
 - 400/401/402/403/404/405/409/429: never.
-- A POST is retried only when it carries an idempotency key (the client always
-  sends one on submit, so a retry can never start a second batch or payment).
+- A POST is retried only when it carries an idempotency key. The client sends one on
+  every call (GET too), the same on each attempt, so a retry, after a 503
+  `auto_recharge_pending` above all, can never start a second batch or payment.
 """
 
 from __future__ import annotations

@@ -79,6 +79,27 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[V
         lambda p: (p.add_argument("phones", nargs="+"), _include(p)),
         lambda c, a: c.ownership_by_phones(a.phones, include=_split(a.include)),
     ),
+    "ownership-person": (
+        lambda p: (p.add_argument("first_name"), p.add_argument("last_name"),
+                   p.add_argument("address", help="street address only, no city or state"),
+                   p.add_argument("zip", help="5-digit ZIP, optionally ZIP+4"), _include(p)),
+        lambda c, a: c.ownership_by_person(a.first_name, a.last_name, a.address, a.zip, include=_split(a.include)),
+    ),
+    "ownership-address": (
+        lambda p: (p.add_argument("address", help="street address only, no city or state"), p.add_argument("zip"), _include(p)),
+        lambda c, a: c.ownership_by_address(a.address, a.zip, include=_split(a.include)),
+    ),
+    "ownership-zip": (
+        lambda p: (p.add_argument("zip", help="exactly 5 digits"), p.add_argument("--gender", help="M or F"),
+                   p.add_argument("--min-age", type=int), p.add_argument("--max-age", type=int), p.add_argument("--income"),
+                   p.add_argument("--page", type=int), p.add_argument("--limit", type=int, help="1-100, default 15"), _include(p)),
+        lambda c, a: c.ownership_by_zip(a.zip, gender=a.gender, min_age=a.min_age, max_age=a.max_age, income=a.income,
+                                        page=a.page, limit=a.limit, include=_split(a.include)),
+    ),
+    "year-make-model": (
+        lambda p: (p.add_argument("year"), p.add_argument("make"), p.add_argument("model"), p.add_argument("--trim")),
+        lambda c, a: c.year_make_model(a.year, a.make, a.model, trim=a.trim),
+    ),
     "ymm-options": (
         lambda p: [p.add_argument(f"--{n}") for n in ("dimension", "year", "make", "model", "trim")],
         lambda c, a: c.ymm_options(a.dimension, year=a.year, make=a.make, model=a.model, trim=a.trim),
@@ -94,7 +115,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[V
     ),
     "plate-recognition": (lambda p: p.add_argument("image", help="image URL or base64"), lambda c, a: c.plate_recognition(a.image)),
     "vin-ocr": (lambda p: p.add_argument("image", help="image URL or base64"), lambda c, a: c.vin_ocr(a.image)),
-    "obd": (lambda p: p.add_argument("code"), lambda c, a: c.obd(a.code)),
+    "obd": (lambda p: p.add_argument("code", help="OBD-II trouble code, e.g. P0115"), lambda c, a: c.obd(a.code)),
 }
 assert set(COMMANDS) == set(ENDPOINTS), "every endpoint needs a lookup command"
 

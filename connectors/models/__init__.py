@@ -3,8 +3,8 @@
 from .base import Result, ServiceModel
 from .history import HistoryReport, LienTheftEvent, LienTheftResult
 from .market_value import GROUP_NAMES, MarketValue, MarketValueV1, ValuationGroup
-from .options import Image, ImageResult, RecognitionResult, YmmOptions
-from .ownership import Owner, OwnershipResult, PhoneOwnership, PhoneOwnershipBulk
+from .options import Image, ImageResult, ObdCode, PlateRecognition, VinRecognition, YearMakeModel, YmmOptions
+from .ownership import Owner, OwnershipResult, OwnershipSearch, OwnershipZip, PhoneOwnership, PhoneOwnershipBulk
 from .plates import LegacyPlateDecode, PlateDecode, PlateFanOut, USPlateDecode
 from .recalls import (
     BatchJob,
@@ -24,8 +24,9 @@ __all__ = [
     "BatchJob", "BatchResultItem", "BatchResults", "BatchStatus", "BatchStatusResult",
     "BatchSubmitted", "GROUP_NAMES", "HistoryReport", "Image", "ImageResult",
     "InternationalDecodeResult", "LegacyPlateDecode", "LienTheftEvent", "LienTheftResult",
-    "MarketValue", "MarketValueV1", "Owner", "OwnershipResult", "PhoneOwnership",
-    "PhoneOwnershipBulk", "PlateDecode", "PlateFanOut", "Recall", "RecallReport",
-    "RecallsByModel", "RecognitionResult", "Result", "ServiceModel", "SpecsResult",
-    "USPlateDecode", "ValuationGroup", "YmmOptions", "parse_batch_csv",
+    "MarketValue", "MarketValueV1", "ObdCode", "Owner", "OwnershipResult", "OwnershipSearch",
+    "OwnershipZip", "PhoneOwnership", "PhoneOwnershipBulk", "PlateDecode", "PlateFanOut",
+    "PlateRecognition", "Recall", "RecallReport", "RecallsByModel", "Result", "ServiceModel",
+    "SpecsResult", "USPlateDecode", "ValuationGroup", "VinRecognition", "YearMakeModel",
+    "YmmOptions", "parse_batch_csv",
 ]

@@ -1,4 +1,8 @@
-"""Year/make/model options, images, and the image/OBD products."""
+"""Year/make/model options and lookup, images, and the image/OBD products.
+
+The spec shows neither the paths nor the answers of the last three; their shapes follow the
+vendor's own clients (SDKs and MCP server types). Unknown fields are kept, as everywhere.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
-from .base import EchoedInput, Integer, Result, ServiceModel, Text
+from .base import EchoedInput, Integer, Number, Result, ServiceModel, Text
 
 LAYERS = ("years", "makes", "models", "trims", "variants")
 
@@ -49,5 +53,77 @@ class ImageResult(Result):
     query: dict[str, Any] = Field(default_factory=dict)
 
 
-class RecognitionResult(Result):
-    """Plate recognition, VIN OCR and OBD decoding: paths and shapes are not shown in the spec."""
+class Box(ServiceModel):
+    xmin: Integer = None
+    ymin: Integer = None
+    xmax: Integer = None
+    ymax: Integer = None
+
+
+class PlateCandidate(ServiceModel):
+    plate: Text = None
+    score: Number = None
+
+
+class RecognizedPlate(ServiceModel):
+    plate: Text = None
+    score: Number = None
+    box: Box | None = None
+    candidates: list[PlateCandidate] = Field(default_factory=list)
+    region: dict[str, Any] | None = None
+    vehicle: dict[str, Any] | None = None
+
+
+class PlateRecognition(Result):
+    """`POST /platerecognition`: the plates read from an image."""
+
+    results: list[RecognizedPlate] = Field(default_factory=list)
+    filename: Text = None
+    processing_time: Number = None
+
+
+class VinCandidate(ServiceModel):
+    vin: Text = None
+    confidence: Number = None
+    box: Box | None = None
+
+
+class VinRecognition(Result):
+    """`POST /v1/vinocr`: the best VIN read from an image, and the other candidates."""
+
+    vin: Text = None
+    confidence: Number = None
+    box: Box | None = None
+    candidates: list[VinCandidate] = Field(default_factory=list)
+
+
+class ObdCode(Result):
+    """`GET /obdcodesdecoder`: what a diagnostic trouble code means."""
+
+    code: Text = None
+    diagnosis: Text = None
+    date: Text = None
+
+
+class YmmMatch(ServiceModel):
+    make: Text = None
+    model: Text = None
+    year: Integer = None
+    trim: Text = None
+    name: Text = None
+    base_msrp: Number = None
+    base_invoice: Number = None
+    total_seating: Integer = None
+    color: dict[str, Any] = Field(default_factory=dict)
+    features: dict[str, Any] = Field(default_factory=dict)
+    is_truck: bool | None = None
+    is_electric: bool | None = None
+    is_plugin_electric: bool | None = None
+
+
+class YearMakeModel(Result):
+    """`GET /v1/ymm`: the best-matching trim of a year, make and model, and every trim."""
+
+    input: EchoedInput = Field(default_factory=dict)
+    bestMatch: YmmMatch | None = None
+    trimOptions: list[dict[str, Any]] = Field(default_factory=list)

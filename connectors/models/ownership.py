@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from .base import Integer, Result, ServiceModel, Text, Timestamp
+from typing import Any
+
+from .base import EchoedInput, Integer, Result, ServiceModel, Text, Timestamp
 
 
 class Address(ServiceModel):
@@ -100,3 +102,25 @@ class PhoneOwnershipBulk(Result):
 
     matches: list[PhoneMatch] = Field(default_factory=list)
     count: Integer = None
+
+
+class OwnershipSearch(Result):
+    """`/v1/ownership/person` and `/v1/ownership/address`: billed per match."""
+
+    input: EchoedInput = Field(default_factory=dict)
+    count: Integer = None
+    matches: list[Owner] = Field(default_factory=list)
+    error: Text = None
+
+
+class OwnershipZip(Result):
+    """`/v1/ownership/zip`: one page of the people in a ZIP; billed per record."""
+
+    zip: Text = None
+    filters: dict[str, Any] = Field(default_factory=dict)
+    page: Integer = None
+    limit: Integer = None
+    count: Integer = None
+    total: Integer = None
+    records: list[Owner] = Field(default_factory=list)
+    error: Text = None

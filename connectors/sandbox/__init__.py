@@ -13,7 +13,7 @@ the sandbox never prints or logs API keys (aiohttp's access log is off).
 
 Test keys (pass as `key=`; see TEST_KEYS)
     any other non-empty key   active standard plan, no quota limit, no ownership access
-    test_enterprise           enterprise plan, ownership allowed
+    test_enterprise           enterprise plan, ownership allowed (by VIN, phone, person, address, ZIP)
     test_blocked              403 blocked;  test_inactive 401 not active;  test_unknown 401 not found
     test_basic_tier           403 tier message on /history, /v1/lien-theft, /v2/marketvalue;
                               /v1/recalls-ymm 404 'This feature is not enabled for your account'
@@ -27,10 +27,17 @@ Accounts can also be registered: SandboxConfig(accounts={...}), sb.add_account(k
 Billing (units are quota units and prepaid credits alike)
     1 unit per successful call; 400 validation errors, 404 not-found and 5xx answers cost nothing.
     Quota groups: market-value (v1+v2); recalls (recalls, recalls-ymm, recalls-batch); plate-decoder
-    (v1, v2, US); every other API its own. Batch submit: 1 per VIN. US plate: 5 (+1 `specs` with decodeVIN).
-    v2 plate ES require_vin=true: 2. US fan-out: 1 per hit, 0 and 404 on no hit. ymm-options
-    dimension=variants with year+make, no model: 1 per model (modelCount). Ownership: 1 per owner
-    returned; phone: 1 per matched number. Batch status/results/download: free.
+    (v1, v2, US); ownership (VIN, person, address, ZIP); every other API its own. Batch submit: 1 per
+    VIN. US plate: 5 (+1 `specs` with decodeVIN). v2 plate ES require_vin=true: 2. US fan-out: 1 per
+    hit, 0 and 404 on no hit. ymm-options dimension=variants with year+make, no model: 1 per model
+    (modelCount). Ownership: 1 per owner or record returned; phone: 1 per matched number. Batch
+    status/results/download: free.
+
+Paths the spec does not show follow the vendor's SDKs (PyPI `carsxe`, npm `carsxe-api`, 1.4.0):
+POST /platerecognition and /v1/vinocr (`image` or `upload_url`), GET /obdcodesdecoder (any
+well-formed P/B/C/U code plus 4 hex digits decodes), GET /v1/ymm, GET /v1/ownership/person,
+/address and /zip. `source=pip|npm`, which both SDKs add to every call, is accepted everywhere and
+changes nothing; /specs takes `deepdata` and the Python SDK's `deepData`.
 
 Test VINs (deterministic; data derive from sha256 of the VIN)
     1HGCM82633A004352   the spec examples' VIN: data on every endpoint (recalls, lien/theft, owners)

@@ -17,7 +17,8 @@ from . import errors
 
 TEST_KEYS: dict[str, str] = {
     "<any other non-empty key>": "active standard plan, no quota limit, no ownership access",
-    "test_enterprise": "active enterprise plan: ownership (VIN and phone) allowed, no quota limit",
+    "test_enterprise": ("active enterprise plan: ownership (by VIN, phone, person, address and ZIP) allowed, "
+                        "no quota limit"),
     "test_blocked": "403 'This API key has been blocked, please contact support if you believe this is an error.'",
     "test_inactive": "401 'User with this API key is not active.' followed by a billing instruction",
     "test_unknown": "401 'User with this API key was not found or the API key is disabled'",
@@ -45,7 +46,8 @@ API_GROUPS: dict[str, str] = {
     "lien-theft": "Lien & Theft API",
     "ownership": "Ownership API",
     "ownership-phone": "Ownership by Phone API",
-    "ymm-options": "Year Make Model API",
+    "ymm-options": "Year Make Model Options API",
+    "ymm": "Year Make Model API",
     "images": "Images API",
     "plate-recognition": "Plate Recognition API",
     "vin-ocr": "VIN OCR API",

@@ -1,13 +1,20 @@
-"""Plates (v1, v2, US), year/make/model options, images, plate recognition, VIN OCR and OBD codes."""
+"""Plates (v1, v2, US), year/make/model options and lookup, images, plate recognition, VIN OCR, OBD codes.
+
+The last four follow the vendor's SDKs (the spec shows no path): POST /platerecognition and
+POST /v1/vinocr take the image as `image` (npm SDK) or `upload_url` (Python SDK);
+GET /obdcodesdecoder?code= and GET /v1/ymm?year=&make=&model=[&trim=].
+"""
 from __future__ import annotations
 
 import json
+import re
 
-from . import errors, options, plates
+from . import errors, obd as obd_codes, options, plates, ymm
 from .calls import Call, ok
-from .vehicles import specs as specs_data
+from .vehicles import now_iso, specs as specs_data
 
 US_PLATE_CREDITS = 5
+_YEAR = re.compile(r"^[0-9]{4}$")
 
 
 async def plate_v2(request):
@@ -116,7 +123,7 @@ async def images(request):
     if not found:
         raise errors.ApiError(404, errors.NO_IMAGES)
     call.charge({"images": 1})
-    query = {k: v for k, v in q.items() if k != "key"}
+    query = {k: v for k, v in q.items() if k not in ("key", "source")}  # `source`: the SDKs' tag, not a filter
     query.setdefault("format", "json")
     return ok({"images": found, "query": query}, xml=call.wants_xml(), stamp=False)
 
@@ -126,7 +133,9 @@ async def _image_body(request) -> object:
         body = json.loads(await request.text() or "null")
     except ValueError:
         return None
-    return body.get("image") if isinstance(body, dict) else None
+    if not isinstance(body, dict):
+        return None
+    return body.get("image") if body.get("image") is not None else body.get("upload_url")
 
 
 async def plate_recognition(request):
@@ -136,7 +145,7 @@ async def plate_recognition(request):
     call.require({"plate-recognition": 1})
     found = options.recognize_plates(image)
     call.charge({"plate-recognition": 1})
-    return ok({"plates": found, "count": len(found)})
+    return ok(found)
 
 
 async def vin_ocr(request):
@@ -144,20 +153,35 @@ async def vin_ocr(request):
     call.authorize()
     image = options.check_image_input(await _image_body(request))
     call.require({"vin-ocr": 1})
-    candidates = options.recognize_vin(image)
+    found = options.recognize_vin(image)
     call.charge({"vin-ocr": 1})
-    return ok({"vin": candidates[0]["vin"], "candidates": candidates})
+    return ok(found)
 
 
 async def obd(request):
     call = Call(request)
     call.authorize()
-    code = (call.query.get("code") or "").strip().upper()
+    code = obd_codes.normalize(call.query.get("code"))
     if not code:
         raise errors.ApiError(400, errors.MISSING_OBD_CODE)
     call.require({"obd": 1})
-    if code not in options.OBD_CODES:
+    diagnosis = obd_codes.diagnosis(code)
+    if diagnosis is None:
         raise errors.ApiError(404, errors.obd_not_found(code))
     call.charge({"obd": 1})
-    return ok({"input": {"code": code}, "code": code, "definition": options.OBD_CODES[code],
-               "system": {"P": "Powertrain", "C": "Chassis", "B": "Body", "U": "Network"}[code[0]]})
+    return ok({"code": code, "diagnosis": diagnosis, "date": now_iso()})
+
+
+async def year_make_model(request):
+    call = Call(request)
+    call.authorize()
+    q = call.query
+    year, make, model = (q.get(n, "").strip() for n in ("year", "make", "model"))
+    if not (year and make and model) or not _YEAR.match(year):
+        raise errors.ApiError(400, errors.MISSING_YMM)
+    call.require({"ymm": 1})
+    found = ymm.lookup(int(year), make, model, q.get("trim"))
+    if found is None:
+        raise errors.ApiError(404, errors.NO_YMM_DATA)
+    call.charge({"ymm": 1})
+    return ok({"input": {"year": year, "make": make, "model": model, **call.input("trim")}, **found})

@@ -31,7 +31,8 @@ def resolve_dimension(dimension: str | None, year, make, model) -> str:
         raise errors.ApiError(400, errors.YMM_YEAR_FOR_MODEL)
     if dimension is None:
         if make and model:
-            dimension = "trims" if year else "years"
+            # The SDK README: "add `year` for makes, `make` for models, and `model` for variants".
+            dimension = "variants" if year else "years"
         elif make:
             dimension = "models"
         elif year:
@@ -112,22 +113,6 @@ def images(make: str, model: str, q: dict) -> list[dict]:
     return out
 
 
-OBD_CODES = {
-    "P0100": "Mass or Volume Air Flow Circuit Malfunction",
-    "P0171": "System Too Lean (Bank 1)",
-    "P0300": "Random/Multiple Cylinder Misfire Detected",
-    "P0301": "Cylinder 1 Misfire Detected",
-    "P0420": "Catalyst System Efficiency Below Threshold (Bank 1)",
-    "P0442": "Evaporative Emission Control System Leak Detected (small leak)",
-    "P0455": "Evaporative Emission Control System Leak Detected (large leak)",
-    "P0500": "Vehicle Speed Sensor Malfunction",
-    "P0700": "Transmission Control System Malfunction",
-    "C0035": "Left Front Wheel Speed Sensor Circuit",
-    "B0001": "Driver Frontal Stage 1 Deployment Control",
-    "U0100": "Lost Communication With ECM/PCM A",
-}
-
-
 def check_image_input(image) -> str:
     if not isinstance(image, str) or not image.strip():
         raise errors.ApiError(400, errors.MISSING_IMAGE)
@@ -144,16 +129,27 @@ def check_image_input(image) -> str:
     return image
 
 
-def recognize_plates(image: str) -> list[dict]:
+def _box(r, width: int, height: int) -> dict:
+    x, y = r.randrange(400), r.randrange(300)
+    return {"xmin": x, "ymin": y, "xmax": x + width, "ymax": y + height}
+
+
+def recognize_plates(image: str) -> dict:
+    """Plates in the image, in the shape of the vendor's MCP types (results[] with box and candidates)."""
     r = rng("plate-image", image)
     if r.random() < 0.15:
         raise errors.ApiError(404, errors.NO_PLATES_IN_IMAGE)
     plate = "".join(r.choice(VIN_CHARS) for _ in range(7))
-    return [{"plate": plate, "confidence": round(0.8 + r.random() * 0.19, 3), "region": r.choice(catalog.US_STATES),
-             "box": {"x": r.randrange(400), "y": r.randrange(300), "width": 180, "height": 60}}]
+    score = round(0.8 + r.random() * 0.19, 3)
+    state = r.choice(catalog.US_STATES)
+    found = {"plate": plate, "score": score, "dscore": round(0.7 + r.random() * 0.29, 3), "box": _box(r, 180, 60),
+             "candidates": [{"plate": plate, "score": score}], "region": {"code": f"us-{state.lower()}", "score": 0.9},
+             "vehicle": {"type": r.choice(["Sedan", "SUV", "Pickup Truck"]), "score": 0.85}}
+    return {"camera_id": None, "filename": image.rsplit("/", 1)[-1][:100] if image.startswith("http") else "upload",
+            "processing_time": round(40 + r.random() * 80, 3), "results": [found]}
 
 
-def recognize_vin(image: str) -> list[dict]:
+def recognize_vin(image: str) -> dict:
     r = rng("vin-image", image)
     roll = r.random()
     if roll < 0.07:
@@ -161,4 +157,6 @@ def recognize_vin(image: str) -> list[dict]:
     if roll < 0.15:
         raise errors.ApiError(404, errors.NO_VIN_CANDIDATES)
     vin = synthetic_vin(f"ocr:{image}")
-    return [{"vin": vin, "confidence": round(0.85 + r.random() * 0.14, 3)}]
+    confidence, box = round(0.85 + r.random() * 0.14, 3), _box(r, 340, 40)
+    return {"vin": vin, "confidence": confidence, "box": box,
+            "candidates": [{"vin": vin, "confidence": confidence, "box": box}]}

@@ -1,14 +1,15 @@
-"""Ownership by VIN and by phone (enterprise plans). Errors carry `vin`/`owners: []`/`error` too.
+"""Ownership by VIN, phone, person, address and ZIP (enterprise plans). Errors carry `owners: []` and
+`error` too (and the looked-up `vin`/`phone`).
 
-Billing: one unit per owner returned (VIN), one per matched phone (phone and bulk); nothing when
-nothing matches.
+Billing: one unit per owner returned (VIN), per matched phone (phone and bulk), per record returned
+(person, address, ZIP); nothing when nothing matches. `variant` is the legacy alias of `include`.
 """
 from __future__ import annotations
 
 import json
 import re
 
-from . import errors
+from . import errors, people
 from .calls import Call, ok
 from .vehicles import OWNER_SECTIONS, narrow_owner, ownership, phone_owners, raise_magic, validate_vin
 
@@ -115,3 +116,112 @@ async def by_phone_bulk(request):
     include = _include(call.query.get("include") or body.get("include"))
     return ok({"matches": [{"phone": p, "owners": [narrow_owner(o, include) for o in owners]}
                            for p, owners in matches], "count": len(matches), "error": ""}, stamp=False)
+
+
+# ASCII digits only: `\d` would let other scripts' digits through.
+_ZIP = re.compile(r"^([0-9]{5})(?:-[0-9]{4})?$")
+_ZIP5 = re.compile(r"^[0-9]{5}$")
+_WHOLE = re.compile(r"^[0-9]{1,4}$")
+
+
+def _narrowing(call: Call) -> set[str] | None:
+    return _include(call.query.get("include") or call.query.get("variant"))
+
+
+def _search_input(call: Call, *names: str) -> dict:
+    return {n: call.query[n] for n in (*names, "include", "variant") if n in call.query}
+
+
+def _required(call: Call, names: tuple[str, ...], message: str) -> list[str]:
+    values = [call.query.get(n, "").strip() for n in names]
+    if not all(values):
+        raise errors.ApiError(400, message, error="invalid_input")
+    return values
+
+
+def _zip5(raw: str) -> str:
+    match = _ZIP.match(raw)
+    if not match:
+        raise errors.ApiError(400, errors.INVALID_ZIP, error="invalid_zip")
+    return match.group(1)
+
+
+def _found(call: Call, records: list[dict], no_data: str) -> list[dict]:
+    """404 `no_data` (free) when nothing matched; otherwise one unit per record, narrowed."""
+    if not records:
+        raise errors.ApiError(404, no_data)
+    call.charge({"ownership": len(records)})
+    include = _narrowing(call)
+    return [narrow_owner(r, include) for r in records]
+
+
+async def by_person(request):
+    call = Call(request)
+    try:
+        _authorize_ownership(call)
+        first, last, street, raw_zip = _required(call, ("first_name", "last_name", "address", "zip"),
+                                                 errors.MISSING_PERSON)
+        if len(first) > 50 or len(last) > 50 or len(street) > 100:
+            raise errors.ApiError(400, errors.PERSON_TOO_LONG, error="invalid_input")
+        zip5 = _zip5(raw_zip)
+        call.require({"ownership": 1})
+        matches = _found(call, people.by_person(first, last, street, zip5), errors.OWNERSHIP_PERSON_NO_DATA)
+    except errors.ApiError as err:
+        raise _owner_error(err) from None
+    return ok({"input": _search_input(call, "first_name", "last_name", "address", "zip"), "count": len(matches),
+               "matches": matches, "error": ""}, stamp=False)
+
+
+async def by_address(request):
+    call = Call(request)
+    try:
+        _authorize_ownership(call)
+        street, raw_zip = _required(call, ("address", "zip"), errors.MISSING_ADDRESS)
+        if len(street) > 100:
+            raise errors.ApiError(400, errors.PERSON_TOO_LONG, error="invalid_input")
+        zip5 = _zip5(raw_zip)
+        call.require({"ownership": 1})
+        matches = _found(call, people.by_address(street, zip5), errors.OWNERSHIP_ADDRESS_NO_DATA)
+    except errors.ApiError as err:
+        raise _owner_error(err) from None
+    return ok({"input": _search_input(call, "address", "zip"), "count": len(matches), "matches": matches,
+               "error": ""}, stamp=False)
+
+
+def _whole(call: Call, name: str, *, low: int | None = None, high: int | None = None,
+           message: str | None = None) -> int | None:
+    raw = call.query.get(name, "").strip()
+    if not raw:
+        return None
+    if not _WHOLE.match(raw) or (low is not None and int(raw) < low) or (high is not None and int(raw) > high):
+        raise errors.ApiError(400, message or errors.INVALID_AGE.format(name=name), error="invalid_input")
+    return int(raw)
+
+
+async def by_zip(request):
+    call = Call(request)
+    q = call.query
+    try:
+        _authorize_ownership(call)
+        (zip5,) = _required(call, ("zip",), errors.MISSING_ZIP)
+        if not _ZIP5.match(zip5):
+            raise errors.ApiError(400, errors.INVALID_ZIP_SEARCH, error="invalid_zip")
+        gender = q.get("gender", "").strip().upper() or None
+        if gender not in (None, "M", "F"):
+            raise errors.ApiError(400, errors.INVALID_GENDER, error="invalid_input")
+        min_age, max_age = _whole(call, "min_age"), _whole(call, "max_age")
+        if min_age is not None and max_age is not None and min_age > max_age:
+            raise errors.ApiError(400, errors.AGE_RANGE, error="invalid_input")
+        page = _whole(call, "page", low=1, message=errors.INVALID_PAGE) or 1
+        limit = _whole(call, "limit", low=1, high=100, message=errors.INVALID_LIMIT) or 15
+        income = q.get("income", "").strip() or None
+        call.require({"ownership": 1})
+        everyone = people.by_zip(zip5, gender=gender, min_age=min_age, max_age=max_age, income=income)
+        records = _found(call, everyone[(page - 1) * limit: page * limit], errors.OWNERSHIP_ZIP_NO_DATA)
+    except errors.ApiError as err:
+        raise _owner_error(err, zip=q.get("zip", "")) from None
+    filters = {k: v for k, v in (("gender", gender), ("min_age", min_age), ("max_age", max_age), ("income", income))
+               if v is not None}
+    narrowing = {k: q[k] for k in ("include", "variant") if k in q}
+    return ok({"zip": zip5, "filters": filters, "page": page, "limit": limit, "count": len(records),
+               "total": len(everyone), "records": records, **narrowing, "error": ""}, stamp=False)

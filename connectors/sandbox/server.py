@@ -45,11 +45,16 @@ ROUTES = [
     ("GET", "/v1/ownership/vin", owner_routes.by_vin),
     ("GET", "/v1/ownership/phone", owner_routes.by_phone),
     ("POST", "/v1/ownership/phone/bulk", owner_routes.by_phone_bulk),
+    ("GET", "/v1/ownership/person", owner_routes.by_person),
+    ("GET", "/v1/ownership/address", owner_routes.by_address),
+    ("GET", "/v1/ownership/zip", owner_routes.by_zip),
     ("GET", "/v1/ymm-options", misc_routes.ymm_options),
+    ("GET", "/v1/ymm", misc_routes.year_make_model),
     ("GET", "/images", misc_routes.images),
-    ("POST", "/v1/plate-recognition", misc_routes.plate_recognition),
-    ("POST", "/v1/vin-ocr", misc_routes.vin_ocr),
-    ("GET", "/v1/obd", misc_routes.obd),
+    # Paths from the vendor's SDKs (carsxe 1.4.0 on PyPI and npm); the spec shows none.
+    ("POST", "/platerecognition", misc_routes.plate_recognition),
+    ("POST", "/v1/vinocr", misc_routes.vin_ocr),
+    ("GET", "/obdcodesdecoder", misc_routes.obd),
 ]
 _UNCOUNTED = "/_sandbox/"
 log = logging.getLogger("connectors.sandbox")

@@ -24,6 +24,11 @@ NO_LIEN_THEFT_PERCENT = 60
 # The VIN the spec's examples (and openapi.yaml) use: it has data on every endpoint.
 EXAMPLE_VIN = "1HGCM82633A004352"
 
+# The vendor SDK READMEs' example VINs (PyPI `carsxe`, npm `carsxe-api`) have data too, so every
+# example there runs against the sandbox as written.
+SDK_EXAMPLE_VINS = frozenset({"WBAFR7C57CC811956", "WF0MXXGBWM8R43240", "1C4JJXR64PW696340", "2C3CDXFG1FH762860",
+                              "1FT8X3BT0BEA61538", "1HGBH41JXMN109186", "5YJSA1E26HF000001"})
+
 # Test VINs: the last six characters pick a fixed answer on every VIN endpoint.
 MAGIC_SERIALS = {"000404": 404, "000500": 500, "000501": "CV", "000502": 502, "000503": 503, "000504": 504}
 
@@ -101,7 +106,7 @@ def vehicle(vin: str) -> Vehicle:
     else:
         engine, cylinders, fuel = r.choice(catalog.ENGINES[body])
     msrp = int(base_msrp * (1 + trims.index(trim) * 0.08) * (0.95 + r.random() * 0.1)) // 10 * 10
-    has_data = (h >> 16) % 100 >= NO_DATA_PERCENT and magic_status(vin) != 404
+    has_data = ((h >> 16) % 100 >= NO_DATA_PERCENT or vin in SDK_EXAMPLE_VINS) and magic_status(vin) != 404
     return Vehicle(vin, year, make, manufacturer, made_in, name, body, trim, msrp, engine, cylinders, fuel,
                    has_data)
 

@@ -29,14 +29,20 @@ async def specs(request):
     call, vin = _vin_call(request, "specs")
     q = call.query
     v = require_data(vin, errors.NO_DATA_SPECS)
-    echo = {"key": call.key, "vin": vin, **call.input("format", "deepdata", "disableIntVINDecoding")}
+    echo = {"key": call.key, "vin": vin, **call.input("format", "deepdata", "deepData", "disableIntVINDecoding")}
+    # `deepdata` (spec, npm SDK) or `deepData` (Python SDK); `1`, or `true` as SDK users pass it.
+    deep = _flag(q.get("deepdata")) or _flag(q.get("deepData"))
     if is_international(vin):
-        if q.get("disableIntVINDecoding") == "1":
+        if _flag(q.get("disableIntVINDecoding")):
             raise errors.ApiError(404, errors.NO_DATA_SPECS)
         call.charge({"specs": ONE})
         return ok({"input": echo, "attributes": international(v.vin)}, xml=call.wants_xml())
     call.charge({"specs": ONE})
-    return ok({"input": echo, **specs_data(vin, q.get("deepdata") == "1")}, xml=call.wants_xml())
+    return ok({"input": echo, **specs_data(vin, deep)}, xml=call.wants_xml())
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true")
 
 
 async def international_decoder(request):

@@ -275,3 +275,69 @@ async def test_faults_are_retried_to_success_and_counted(sandbox, known_vins):
     served = sum(row["count"] for row in sandbox.stats()["requests"] if row["endpoint"] == "/v1/recalls")
     assert served == len(calls)  # every attempt the client made is one request the server saw
     assert any(c.will_retry for c in calls)
+
+
+# --- paths and products shown by the vendor's SDKs (the spec says "not shown") -----------------
+
+IMAGES = [f"https://example.com/{i}.jpg" for i in range(20)]
+
+
+async def _first_found(call, images=IMAGES):
+    for image in images:
+        try:
+            return await call(image)
+        except e.NotFoundError:
+            continue
+    raise AssertionError("no image recognised in 20 tries")
+
+
+async def test_plate_recognition_and_vin_ocr_on_the_sdk_paths(sandbox, client):
+    sandbox.reset_stats()
+    plates = await _first_found(client.plate_recognition)
+    assert plates.results and plates.results[0].plate and plates.results[0].box.xmax is not None
+    vin = await _first_found(client.vin_ocr)
+    assert len(vin.vin) == 17 and vin.candidates[0].vin == vin.vin
+    with pytest.raises(e.InvalidRequestError, match="Invalid image data format"):
+        await client.vin_ocr("not an image!")
+    served = {row["endpoint"] for row in sandbox.stats()["requests"]}
+    assert {"/platerecognition", "/v1/vinocr"} <= served
+
+
+async def test_obd_decodes_the_sdk_example(client):
+    result = await client.obd("P0115")
+    assert result.code == "P0115" and "Coolant" in result.diagnosis
+    with pytest.raises(e.NotFoundError, match="Could not find code P01"):
+        await client.obd("P01")
+
+
+async def test_year_make_model(client):
+    result = await client.year_make_model(2012, "BMW", "5 Series", trim="540i")
+    assert result.bestMatch.trim == "540i xDrive" and result.bestMatch.year == 2012
+    assert result.bestMatch.base_msrp > 0 and [t["name"] for t in result.trimOptions][0] == "530i"
+    with pytest.raises(e.NotFoundError, match="No data found for this year, make and model"):
+        await client.year_make_model(2012, "Nomake", "X")
+
+
+async def test_ymm_options_year_make_model_are_variants(client):
+    result = await client.ymm_options(year=2026, make="Toyota", model="Tacoma")
+    assert result.layer == "variants" and result.values
+
+
+async def test_ownership_searches(sandbox, client):
+    with pytest.raises(e.PermissionDeniedError) as caught:
+        await client.ownership_by_zip("90210")
+    assert caught.value.error_code == "api_not_enabled"
+    calls = []
+    async with AsyncVehicleDataClient(Settings(api_key="test_enterprise", base_url=sandbox.url), on_call=calls.append) as ent:
+        person = await ent.ownership_by_person("John", "Sample", "123 Example St", "90210", include=["phones"])
+        assert person.count == len(person.matches) and person.matches[0].last_name == "Sample"
+        assert person.matches[0].phones and not person.matches[0].emails
+        residents = await ent.ownership_by_address("123 Example St", "90210")
+        assert residents.matches and residents.matches[0].address.street == "123 Example St"
+        page = await ent.ownership_by_zip("90210", gender="F", min_age=45, page=1, limit=5)
+        assert page.count == len(page.records) <= 5 and all(r.gender == "F" for r in page.records)
+        assert page.total >= page.count
+        with pytest.raises(e.InvalidRequestError) as bad:
+            await ent.ownership_by_zip("9021")
+        assert bad.value.error_code == "invalid_zip"
+    assert [c.units for c in calls if c.status == 200] == [person.count, residents.count, page.count]

@@ -146,3 +146,25 @@ async def test_valid_json_of_the_wrong_shape_is_malformed_not_retried_and_names_
     assert h.attempts == 1
     assert raised.value.status == 200 and "does not match its schema" in str(raised.value)
     assert "PERSONAL-VALUE" not in str(raised.value)
+
+
+async def test_auto_recharge_pending_get_is_retried_with_one_stable_idempotency_key(scripted):
+    # The spec: "retry with backoff using the same idempotency key and do not start a second payment".
+    # A GET must carry the key from its first attempt, or its retries cannot be "the same" request.
+    pending = fail(503, code="auto_recharge_pending", retryable=True)
+    ok = reply(200, {"success": True, "attributes": {"make": "Honda"}})
+    h = scripted(pending, pending, ok, policy=POLICY)
+    result = await h.client.specs(VIN)
+    assert result.attributes.make == "Honda"
+    assert [r.method for r in h.script.requests] == ["GET", "GET", "GET"]
+    keys = [r.headers.get("Idempotency-Key") for r in h.script.requests]
+    assert keys[0] and len(set(keys)) == 1
+    assert [c.status for c in h.calls] == [503, 503, 200]
+
+
+async def test_every_call_gets_its_own_idempotency_key(scripted):
+    h = scripted(reply(200, {"success": True, "attributes": {}}))
+    await h.client.specs(VIN)
+    await h.client.specs(VIN)
+    first, second = (r.headers.get("Idempotency-Key") for r in h.script.requests)
+    assert first and second and first != second

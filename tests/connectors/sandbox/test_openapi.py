@@ -45,18 +45,28 @@ SPEC_ENDPOINTS = {
     ("get", "/v1/ymm-options"),
     ("get", "/images"),
 }
-# Where the spec says "not shown": the README's designed endpoints.
-DESIGNED_ENDPOINTS = {
+# Where the spec says "not shown", the vendor's SDKs (carsxe 1.4.0, PyPI and npm) show these paths.
+SDK_ENDPOINTS = {
     ("get", "/v1/recalls-batch/status"),
     ("get", "/v1/recalls-batch/download"),
+    ("post", "/platerecognition"),
+    ("post", "/v1/vinocr"),
+    ("get", "/obdcodesdecoder"),
+    ("get", "/v1/ymm"),
+    ("get", "/v1/ownership/person"),
+    ("get", "/v1/ownership/address"),
+    ("get", "/v1/ownership/zip"),
+}
+# Where neither shows them: the README's designed endpoints.
+DESIGNED_ENDPOINTS = SDK_ENDPOINTS | {
     ("post", "/v1/ownership/phone/bulk"),
-    ("post", "/v1/plate-recognition"),
-    ("post", "/v1/vin-ocr"),
-    ("get", "/v1/obd"),
     ("get", "/platedecoder"),
 }
+# Paths we used to guess, which the real service does not serve.
+RETIRED_PATHS = {"/v1/plate-recognition", "/v1/vin-ocr", "/v1/obd"}
 # Standard keys are refused here (enterprise only): 403 is the documented, expected answer.
-OWNERSHIP_PATHS = {"/v1/ownership/vin", "/v1/ownership/phone", "/v1/ownership/phone/bulk"}
+OWNERSHIP_PATHS = {"/v1/ownership/vin", "/v1/ownership/phone", "/v1/ownership/phone/bulk", "/v1/ownership/person",
+                   "/v1/ownership/address", "/v1/ownership/zip"}
 FOLLOW_UP_PATHS = {"/v1/recalls-batch/status", "/v1/recalls-batch/results", "/v1/recalls-batch/download"}
 
 CONFORMANCE_CHECKS = [
@@ -95,6 +105,15 @@ def test_every_spec_and_designed_endpoint_is_described() -> None:
     described = {(method, path) for path, item in _raw_document()["paths"].items() for method in item}
     assert SPEC_ENDPOINTS - described == set()
     assert DESIGNED_ENDPOINTS - described == set()
+    assert RETIRED_PATHS & set(_raw_document()["paths"]) == set()
+
+
+def test_every_operation_accepts_the_sdks_source_tag() -> None:
+    document = _raw_document()
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            refs = {p.get("$ref") for p in operation.get("parameters", [])}
+            assert "#/components/parameters/Source" in refs, f"{method.upper()} {path}"
 
 
 def test_authentication_schemes_match_the_spec() -> None:
@@ -169,8 +188,8 @@ def test_sandbox_conforms_to_the_document(case, sandbox_url: str) -> None:
 VALID_VINS = ["1HGCM82633A004352", "JH4KA7561PC008269"]  # real check digits
 EXAMPLE_BODIES = {
     "/v1/recalls-batch/submit": {"vins": VALID_VINS},
-    "/v1/plate-recognition": {"image": "https://example.com/plate.jpg"},
-    "/v1/vin-ocr": {"image": "https://example.com/vin.jpg"},
+    "/platerecognition": {"image": "https://example.com/plate.jpg"},
+    "/v1/vinocr": {"upload_url": "https://example.com/vin.jpg"},  # the Python SDK's spelling
     "/v1/ownership/phone/bulk": {"phones": ["5555550100"]},
 }
 

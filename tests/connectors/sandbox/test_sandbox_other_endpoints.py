@@ -162,25 +162,25 @@ def test_images(http):
 
 
 def test_plate_recognition_and_vin_ocr(http):
-    for path in ("/v1/plate-recognition", "/v1/vin-ocr"):
+    for path in ("/platerecognition", "/v1/vinocr"):
         assert_error(http.post(path, params={"key": KEY}, json={}), 400, "Missing image data")
         assert_error(http.post(path, params={"key": KEY}, json={"image": "not an image!"}), 400,
                      "Invalid image data format. Must be a valid URL or base64 encoded string.")
-    outcomes = {http.post("/v1/vin-ocr", params={"key": KEY},
+    outcomes = {http.post("/v1/vinocr", params={"key": KEY},
                           json={"image": f"https://example.com/{i}.jpg"}).json().get("message", "ok")
                 for i in range(40)}
     assert outcomes == {"ok", "No valid VIN candidates found in the image", "No text detected in the image"}
-    plates = {http.post("/v1/plate-recognition", params={"key": KEY},
+    plates = {http.post("/platerecognition", params={"key": KEY},
                         json={"image": f"https://example.com/{i}.jpg"}).json().get("message", "ok")
               for i in range(40)}
     assert plates == {"ok", "No plates detected in image"}
 
 
 def test_obd(http):
-    body = get(http, "/v1/obd", code="p0420").json()
-    assert body["code"] == "P0420" and "Catalyst" in body["definition"]
-    assert_error(get(http, "/v1/obd", code="P9999"), 404, "Could not find code P9999")
-    assert_error(get(http, "/v1/obd"), 400, "Missing code parameter")
+    body = get(http, "/obdcodesdecoder", code="p0420").json()
+    assert body["code"] == "P0420" and "Catalyst" in body["diagnosis"]
+    assert_error(get(http, "/obdcodesdecoder", code="P99999"), 404, "Could not find code P99999")
+    assert_error(get(http, "/obdcodesdecoder"), 400, "Missing code parameter")
 
 
 def test_openapi_served_when_present_and_404_otherwise(tmp_path):

@@ -38,7 +38,7 @@ def test_the_process_never_prints_keys():
             assert get(http, "/specs", key=secret, vin=VIN).status_code == 200
             assert get(http, "/specs", key=secret, vin="BAD").status_code == 400
             assert get(http, "/nowhere", key=secret).status_code == 404
-            assert http.post("/v1/vin-ocr", params={"key": secret}, content=b"{").status_code == 400
+            assert http.post("/v1/vinocr", params={"key": secret}, content=b"{").status_code == 400
     finally:
         process.terminate()
         out, err = process.communicate(timeout=10)
