@@ -29,6 +29,9 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--chunk-size", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=10_000)
+    p.add_argument("--recall-details", choices=("vin", "model"), default="vin",
+                   help="campaigns of VINs with recalls: each VIN's own lookup (default), or its model's list "
+                        "when the counts match (cheaper; marked likely, not confirmed)")
     p.add_argument("--webhook-url", help="https URL the service notifies when a recall batch finishes")
     p.add_argument("--webhook-listen", metavar="HOST:PORT",
                    help="receive that notification here (behind --webhook-url) instead of polling")
@@ -71,7 +74,7 @@ def run_refresh(args: argparse.Namespace) -> int:
                 args.paths, db=args.db, lake=args.lake or None, datasets=datasets, max_units=args.max_units,
                 force=args.force, dry_run=args.dry_run, vin_column=args.vin_column, freshness=freshness or None,
                 chunk_size=args.chunk_size, concurrency=args.concurrency, batch_size=args.batch_size,
-                webhook_url=args.webhook_url, webhook_listen=args.webhook_listen,
+                webhook_url=args.webhook_url, webhook_listen=args.webhook_listen, recall_details_by=args.recall_details,
             )
     except (FleetFileError, DatabaseError, ValueError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, even for DuckDB's messages

@@ -178,14 +178,15 @@ RECALL_SCHEMA = {
     "vin": pl.String, "nhtsa_campaign_number": pl.String, "manufacturer": pl.String, "park_it": pl.Boolean,
     "park_outside": pl.Boolean, "over_the_air_update": pl.Boolean, "report_received_date": pl.Date,
     "component": pl.String, "summary": pl.String, "consequence": pl.String, "remedy": pl.String,
-    "notes": pl.String, "fetched_at": TS,
+    "notes": pl.String, "matched_by": pl.String, "fetched_at": TS,
 }
-_RECALL_FIELDS = tuple(k for k in RECALL_SCHEMA if k not in ("vin", "fetched_at"))
+_RECALL_FIELDS = tuple(k for k in RECALL_SCHEMA if k not in ("vin", "matched_by", "fetched_at"))
 
 
-def recalls_frame(per_vin: Sequence[tuple[str, Sequence[m.Recall], datetime]]) -> pl.DataFrame:
+def recalls_frame(per_vin: Sequence[tuple[str, Sequence[m.Recall], datetime]], matched_by: str = "vin") -> pl.DataFrame:
+    """`matched_by`: `vin` when the VIN's own lookup listed the campaigns, `model` for its model's list."""
     rows = [
-        {"vin": vin, **_pick(recall, _RECALL_FIELDS), "fetched_at": at}
+        {"vin": vin, **_pick(recall, _RECALL_FIELDS), "matched_by": matched_by, "fetched_at": at}
         for vin, recalls, at in per_vin
         for recall in recalls
         if recall.nhtsa_campaign_number
