@@ -7,6 +7,7 @@ import contextlib
 import sys
 
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
+from tasks.recall_batches import MAX_BATCH_VINS
 
 from .target import service_settings
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
@@ -28,7 +29,7 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
                    help="freshness window, e.g. market_value=14d (repeatable)")
     p.add_argument("--chunk-size", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--batch-size", type=int, default=10_000)
+    p.add_argument("--batch-size", type=int, default=MAX_BATCH_VINS, help=f"VINs per recall batch (at most {MAX_BATCH_VINS:,})")
     p.add_argument("--recall-details", choices=("vin", "model"), default="vin",
                    help="campaigns of VINs with recalls: each VIN's own lookup (default), or its model's list "
                         "when the counts match (cheaper; marked likely, not confirmed)")
@@ -41,6 +42,10 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
 def run_refresh(args: argparse.Namespace) -> int:
     from tasks.ingest import FleetFileError, read_fleet
 
+    if not 1 <= args.batch_size <= MAX_BATCH_VINS:
+        print(f"error: --batch-size {args.batch_size}: a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs (the service's limit); "
+              f"use {MAX_BATCH_VINS} or less", file=sys.stderr)
+        return 2
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
