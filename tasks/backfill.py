@@ -43,7 +43,7 @@ MODELS: dict[str, type[m.Result]] = {
     "ownership": m.OwnershipResult,
     "recalls": m.RecallReport,
 }
-DUE_SCHEMA = {"vin": pl.String, "state": pl.String, "mileage": pl.Int64}
+DUE_SCHEMA = {"vin": pl.String, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String, "condition": pl.String}
 
 
 # -- choosing VINs ------------------------------------------------------------------------------

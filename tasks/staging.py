@@ -71,7 +71,8 @@ def specs_frame(fetched: Sequence[Fetched]) -> pl.DataFrame:
 
 
 MARKET_SCHEMA = {
-    "vin": pl.String, "valued_on": pl.Date, "state": pl.String, "mileage": pl.Int64, "condition": pl.String,
+    "vin": pl.String, "valued_on": pl.Date, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String,
+    "condition": pl.String,
     "model_year": pl.Int32, "make": pl.String, "model": pl.String, "series": pl.String, "style": pl.String,
     "uvc": pl.String, "publish_date": pl.String, "retail": pl.Float64, "trade_in": pl.Float64,
     "rough_trade_in": pl.Float64, "average_trade_in": pl.Float64, "loan_value": pl.Float64, "msrp": pl.Float64,
@@ -81,7 +82,7 @@ MARKET_SCHEMA = {
 
 
 def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str, Any]]) -> pl.DataFrame:
-    """`requests[vin]` holds what was asked (state, mileage, condition): part of the valuation's key."""
+    """`requests[vin]` holds what was asked (state, mileage and its unit, condition): the valuation's key."""
     rows = []
     for vin, r, at in fetched:
         asked = requests.get(vin, {})
@@ -91,6 +92,8 @@ def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str
             "valued_on": at.date() if isinstance(at, datetime) else date.today(),
             "state": asked.get("state"),
             "mileage": int(mileage) if mileage is not None else None,
+            # Stored answers from before units were recorded were asked in miles.
+            "mileage_unit": asked.get("mileage_unit") or ("mi" if mileage is not None else None),
             "condition": asked.get("condition"),
             **_pick(r, ("model_year", "make", "model", "series", "style", "uvc", "publish_date", "retail",
                         "trade_in", "rough_trade_in", "average_trade_in", "loan_value", "msrp", "retail_equipped")),
