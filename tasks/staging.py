@@ -168,8 +168,10 @@ def recall_checks_from_batch(items: Sequence[m.BatchResultItem], batch_id: str, 
     return _frame(rows, RECALL_CHECK_SCHEMA)
 
 
-def recall_checks_from_reports(fetched: Sequence[Fetched]) -> pl.DataFrame:
-    rows = []
+def recall_checks_from_reports(fetched: Sequence[Fetched], no_data: Sequence[tuple[str, datetime]] = ()) -> pl.DataFrame:
+    """Per-VIN lookups; a 404 "no data" is a check too: no campaign listed, so the VIN's open ones close."""
+    rows = [{"vin": vin, "checked_via": "vin", "batch_id": None, "has_recalls": None, "recall_count": None,
+             "campaigns_listed": True, "fetched_at": at} for vin, at in no_data]
     for vin, r, at in fetched:
         count = r.data.recall_count if r.data.recall_count is not None else len(r.data.recalls)
         rows.append({"vin": vin, "checked_via": "vin", "batch_id": None, "has_recalls": count > 0,

@@ -292,6 +292,20 @@ def test_lien_theft_events_replaced_by_newer_report(db):
     assert db.sql("SELECT event, details_list FROM lien_theft_events").rows() == [("Recovered", ["x"])]
 
 
+def test_a_newer_report_with_no_events_clears_the_old_ones(db):
+    """A lien released: the newer report lists no events, so no row lands, yet the old events must go."""
+    old = pl.DataFrame([{"vin": V1, "event_index": 0, "event": "Lien", "fetched_at": T0}])
+    answered = lambda at, outcome: pl.DataFrame([{"vin": V1, "dataset": "lien_theft", "outcome": outcome,  # noqa: E731
+                                                  "fetched_at": at}])
+    db.land_chunk({"lien_theft_events": old, "fetch_status": answered(T0, "found")}, "r1")
+    db.land_chunk({"lien_theft_events": old.clear(), "fetch_status": answered(T1, "found")}, "r2")
+    assert db.sql("SELECT count(*) FROM lien_theft_events").item() == 0
+    db.land("fetch_status", answered(T0, "found"), "r1")  # an older answer replayed late clears nothing newer
+    db.land("lien_theft_events", old.with_columns(pl.lit(T2).alias("fetched_at")), "r3")
+    db.land("fetch_status", answered(T1, "no_data"), "r2")
+    assert db.sql("SELECT event FROM lien_theft_events").rows() == [("Lien",)]
+
+
 def test_api_calls_and_run_summary(db):
     run = db.start_run("refresh", ["f.csv"], {"datasets": ["specs"]}, started_at=T0)
     calls = pl.DataFrame(
