@@ -26,7 +26,7 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--vin-column", help="name of the VIN column when it cannot be recognised")
     p.add_argument("--fresh", action="append", default=[], metavar="DATASET=AGE",
-                   help="freshness window, e.g. market_value=14d (repeatable)")
+                   help="freshness window, e.g. market_value=14d, or no_data=3d for 404 answers (repeatable)")
     p.add_argument("--chunk-size", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--batch-size", type=int, default=MAX_BATCH_VINS, help=f"VINs per recall batch (at most {MAX_BATCH_VINS:,})")
