@@ -325,10 +325,13 @@ def test_api_calls_and_run_summary(db):
     db.finish_run(run, "completed", counts={"rows_in": 3, "valid": 2, "duplicates": 0, "rejected": 1})
     runs = db.sql("SELECT status, units_used, rows_in, rejected, finished_at IS NOT NULL AS done FROM runs")
     assert runs.rows() == [("completed", 2, 3, 1, True)]
+    db.land("api_calls", pl.DataFrame([{"call_id": "c4", "endpoint": "/history", "status": 404, "units": 0,
+                                         "error_message": "NotFoundError", "fetched_at": T0}]), run)
     summary = db.query("run_summary", run_id=run)
-    assert summary.select("endpoint", "calls", "units", "failed_calls").rows() == [
-        ("/specs", 2, 1, 1),
-        ("/v2/marketvalue", 1, 1, 0),
+    assert summary.select("endpoint", "calls", "units", "failed_calls", "no_data_calls").rows() == [
+        ("/history", 1, 0, 0, 1),  # "no data" is an answer, not a failed call
+        ("/specs", 2, 1, 1, 0),
+        ("/v2/marketvalue", 1, 1, 0, 0),
     ]
 
 
