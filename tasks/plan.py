@@ -3,8 +3,9 @@
 A VIN is due for a dataset when its last successful answer (`fetch_status`) is
 older than that dataset's freshness window, or when it never answered; `force`
 makes every VIN due. A "no data" answer (a 404) has its own, shorter window
-(`no_data`, 7 days): the service caches it for about a day and bills no 404. Due VIN lists are staged as Parquet so chunk tasks take a
-path and a slice, not a list.
+(`no_data`, 7 days): the service caches it for about a day and bills no 404.
+Due VIN lists are staged as Parquet so chunk tasks take a path and a slice,
+not a list.
 """
 
 from __future__ import annotations
