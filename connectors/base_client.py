@@ -147,12 +147,14 @@ class BaseClient:
         if self._on_call is None:
             return
         status = answer.status if answer else getattr(error, "status", None)
-        units = units_for_answer(ep.name, query, answer.status, answer.body) if answer else 0
+        # A replay of an idempotent POST was billed when first answered, not again (README: our choices).
+        replayed = answer is not None and answer.headers.get("idempotent-replayed", "").lower() == "true"
+        units = units_for_answer(ep.name, query, answer.status, answer.body) if answer and not replayed else 0
         self._on_call(
             CallRecord(
                 endpoint=ep.name, method=ep.method, path=ep.path, vin=query.get("vin"), status=status,
                 attempt=attempt, latency_ms=round(latency, 2), units=units,
-                error=type(error).__name__ if error else None, will_retry=retry,
+                error=type(error).__name__ if error else None, will_retry=retry, replayed=replayed,
             )
         )
 

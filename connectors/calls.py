@@ -18,6 +18,7 @@ class CallRecord:
     units: int  # what this attempt cost by the spec's billing rules
     error: str | None  # exception class name when the attempt failed
     will_retry: bool
+    replayed: bool = False  # the service answered from an earlier request's idempotency key: billed 0
 
 
 CallObserver = Callable[[CallRecord], None]

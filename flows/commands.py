@@ -7,6 +7,7 @@ import contextlib
 import sys
 
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
+from tasks.recall_batches import MAX_BATCH_VINS
 
 from .locking import add_wait_flag, hold_or_refuse
 from .target import service_settings
@@ -26,10 +27,13 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--vin-column", help="name of the VIN column when it cannot be recognised")
     p.add_argument("--fresh", action="append", default=[], metavar="DATASET=AGE",
-                   help="freshness window, e.g. market_value=14d (repeatable)")
+                   help="freshness window, e.g. market_value=14d, or no_data=3d for 404 answers (repeatable)")
     p.add_argument("--chunk-size", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--batch-size", type=int, default=10_000)
+    p.add_argument("--batch-size", type=int, default=MAX_BATCH_VINS, help=f"VINs per recall batch (at most {MAX_BATCH_VINS:,})")
+    p.add_argument("--recall-details", choices=("vin", "model"), default="vin",
+                   help="campaigns of VINs with recalls: each VIN's own lookup (default), or its model's list "
+                        "when the counts match (cheaper; marked likely, not confirmed)")
     p.add_argument("--webhook-url", help="https URL the service notifies when a recall batch finishes")
     p.add_argument("--webhook-listen", metavar="HOST:PORT",
                    help="receive that notification here (behind --webhook-url) instead of polling")
@@ -40,6 +44,10 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
 def run_refresh(args: argparse.Namespace) -> int:
     from tasks.ingest import FleetFileError, read_fleet
 
+    if not 1 <= args.batch_size <= MAX_BATCH_VINS:
+        print(f"error: --batch-size {args.batch_size}: a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs (the service's limit); "
+              f"use {MAX_BATCH_VINS} or less", file=sys.stderr)
+        return 2
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
@@ -87,7 +95,8 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
                 args.paths, db=args.db, lake=args.lake or None, datasets=datasets, max_units=args.max_units,
                 force=args.force, dry_run=args.dry_run, vin_column=args.vin_column, freshness=freshness or None,
                 chunk_size=args.chunk_size, concurrency=args.concurrency, batch_size=args.batch_size,
-                webhook_url=args.webhook_url, webhook_listen=args.webhook_listen, run_id=run_id,
+                webhook_url=args.webhook_url, webhook_listen=args.webhook_listen, recall_details_by=args.recall_details,
+                run_id=run_id,
             )
     except (FleetFileError, DatabaseError, ValueError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, even for DuckDB's messages

@@ -83,12 +83,14 @@ def refresh_fleet(
     webhook_url: str | None = None,
     webhook_listen: str | None = None,
     run_id: str | None = None,
+    recall_details_by: str = "vin",
 ) -> dict[str, Any]:
     """Turn fleet files into fresh tables, calling only for what is stale and never paying twice."""
     run_id = run_id or new_run_id()
     datasets = list(datasets or DEFAULT_DATASETS)
     parameters = {"datasets": datasets, "max_units": max_units, "force": force, "dry_run": dry_run,
-                  "freshness": freshness, "chunk_size": chunk_size, "batch_size": batch_size}
+                  "freshness": freshness, "chunk_size": chunk_size, "batch_size": batch_size,
+                  "recall_details_by": recall_details_by}
     ingest = ingest_fleet(paths, db, run_id, vin_column, parameters)
     plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness))
     summary = start_summary(run_id, ingest, plan)
@@ -135,7 +137,7 @@ def refresh_fleet(
         if parallel:
             budget = record_batch(summary, batch.result(), budget)
         # Campaign details group VINs by the specs landed above, so they come last.
-        details = recall_details(db, run_id, budget, concurrency)
+        details = recall_details(db, run_id, budget, concurrency, recall_details_by)
         summary["recall_details"] = details
         add_counts(summary, calls=details["calls"], units=details["units"])
 

@@ -118,12 +118,12 @@ def print_status(status: dict[str, Any]) -> None:
             r["units"]] for r in status["runs"]], "no runs yet")
     table(f"Units spent in {status['month']} (UTC): {status['units_this_month_total']} units, "
           f"{status['calls_this_month_total']} calls",
-          ["endpoint", "calls", "failed calls", "units"],
-          [[r["endpoint"], r["calls"], r["failed_calls"], r["units"]] for r in status["units_this_month"]],
+          ["endpoint", "calls", "failed calls", "no data (404)", "units"],
+          [[r["endpoint"], r["calls"], r["failed_calls"], r["no_data_calls"], r["units"]] for r in status["units_this_month"]],
           "no calls this month")
     table("Datasets (pending = roster VINs never answered; failed = open failures)",
-          ["dataset", "roster", "answered", "pending", "failed", "of which retryable", "last answer"],
-          [[r["dataset"], r["roster"], r["answered"], r["pending"], r["failed"], r["failed_retryable"],
+          ["dataset", "roster", "answered", "of which no data", "pending", "failed", "of which retryable", "last answer"],
+          [[r["dataset"], r["roster"], r["answered"], r["no_data"], r["pending"], r["failed"], r["failed_retryable"],
             r["last_fetched_at"]] for r in status["datasets"]], "no roster yet")
     table("Recall batches in flight", ["batch", "status", "submitted", "VINs", "processed", "run"],
           [[r["batch_id"], r["status"], r["submitted_at"], r["total_vins"] or r["vins_count"], r["processed_vins"],

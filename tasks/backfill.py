@@ -43,7 +43,7 @@ MODELS: dict[str, type[m.Result]] = {
     "ownership": m.OwnershipResult,
     "recalls": m.RecallReport,
 }
-DUE_SCHEMA = {"vin": pl.String, "state": pl.String, "mileage": pl.Int64}
+DUE_SCHEMA = {"vin": pl.String, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String, "condition": pl.String}
 
 
 # -- choosing VINs ------------------------------------------------------------------------------
@@ -152,10 +152,11 @@ def record_recall_checks(db_path: str, run_id: str) -> int:
     (In a refresh the batch records them; `land_enrichment` leaves `fetch_status` to it.)
     """
     with open_database(db_path) as db:
-        checked = db.query("recall_checks_of_run", run_id=run_id)
-        if checked.height:
-            db.land("fetch_status", fetch_status_frame("recalls", list(checked.iter_rows()), []), run_id)
-    return checked.height
+        checked = db.query("recall_checks_of_run", run_id=run_id).rows()
+        if checked:
+            answered = {o: [(vin, at) for vin, at, outcome in checked if outcome == o] for o in ("found", "no_data")}
+            db.land("fetch_status", fetch_status_frame("recalls", answered["found"], answered["no_data"]), run_id)
+    return len(checked)
 
 
 # -- re-parsing ---------------------------------------------------------------------------------

@@ -26,22 +26,45 @@ class Dataset:
     request: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda row: {}
 
 
-def _valuation_request(row: Mapping[str, Any]) -> dict[str, Any]:
-    """What is asked of the valuation: the roster's state and mileage; a condition only with mileage."""
-    mileage = row.get("mileage")
-    condition = row.get("condition") or ("clean" if mileage is not None else None)
-    return {"state": row.get("state") or None, "mileage": mileage, "condition": condition}
+# Where `/v2/marketvalue` takes a `state` (a US state, DC included) and where it counts kilometres.
+US_STATES = frozenset(
+    "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM NY NC ND "
+    "OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY".split()
+)
+CANADIAN_PROVINCES = frozenset("AB BC MB NB NL NS NT NU ON PE QC SK YT".split())
+KM_PER_MILE = 1.609344
+
+
+def valuation_request(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What a valuation is asked with, by the spec's rules for `/v2/marketvalue`.
+
+    `state` only when it is a US state (a Canadian province is not one). A vehicle registered in a
+    Canadian province is Canadian: its mileage goes in kilometres, any other's in miles, converted
+    from the unit the fleet file gave (`mileage_unit`, miles when it says nothing). The condition
+    as the file gave it (ingest keeps only the spec's values), none otherwise: nothing is assumed.
+    `mileage_unit` is ours (recorded with the valuation), not a parameter of the service.
+    """
+    state = str(row.get("state") or "").strip().upper()
+    mileage, unit = row.get("mileage"), None
+    if mileage is not None:
+        unit = "km" if state in CANADIAN_PROVINCES else "mi"
+        given = row.get("mileage_unit") or "mi"
+        if given != unit:
+            mileage = round(mileage * KM_PER_MILE if unit == "km" else mileage / KM_PER_MILE)
+    return {"state": state if state in US_STATES else None, "mileage": mileage, "mileage_unit": unit,
+            "condition": row.get("condition") or None}
+
+
+def _value(client: AsyncVehicleDataClient, vin: str, row: Mapping[str, Any]) -> Awaitable[Any]:
+    asked = valuation_request(row)
+    return client.market_value(vin, state=asked["state"], mileage=asked["mileage"], condition=asked["condition"])
 
 
 DATASETS: dict[str, Dataset] = {
     d.name: d
     for d in (
         Dataset("specs", "specs", lambda c, vin, row: c.specs(vin)),
-        Dataset(
-            "market_value", "market-value",
-            lambda c, vin, row: c.market_value(vin, **_valuation_request(row)),
-            _valuation_request,
-        ),
+        Dataset("market_value", "market-value", _value, valuation_request),
         Dataset("history", "history", lambda c, vin, row: c.history(vin)),
         Dataset("lien_theft", "lien-theft", lambda c, vin, row: c.lien_theft(vin)),
         Dataset("ownership", "ownership", lambda c, vin, row: c.ownership(vin)),

@@ -49,18 +49,26 @@ VIN_HEADER_NAMES = {
     "vehicleidentificationnumber", "vehicleidentification", "chassisnumber", "chassisvin",
 }  # fmt: skip
 
+# Mileage headers that say the figures are kilometres (any other mileage header: miles, unless a cell says km).
+KM_HEADERS = {"km", "kms", "kilometrage", "kilometerstand", "kilometres", "kilometers", "odometerkm", "odometerkms",
+              "mileagekm", "kmdriven", "currentkm", "odometerkilometres", "odometerkilometers"}
+
 # Roster columns the pipeline uses, and the header spellings that mean them.
 ROSTER_ALIASES = {
     "unit_number": {"unit", "unitnumber", "unitno", "unitid", "asset", "assetid", "assetnumber", "fleetnumber", "unite"},
     "plate": {"plate", "platenumber", "licenseplate", "licenceplate", "license", "registration", "regnumber", "reg",
               "plaque", "immatriculation", "kennzeichen", "matricula"},
     "state": {"state", "platestate", "registrationstate", "licensestate", "province", "stateprovince"},
-    "mileage": {"mileage", "miles", "odometer", "odometerreading", "odometermiles", "currentmileage", "km",
-                "kilometrage", "kilometerstand"},
+    "mileage": {"mileage", "miles", "odometer", "odometerreading", "odometermiles", "currentmileage", "mileagemi",
+                "mileagemiles", "odometermi"} | KM_HEADERS,
     "fleet": {"fleet", "fleetname", "division", "depot"},
+    "condition": {"condition", "vehiclecondition", "conditiongrade", "grade", "vehiclegrade", "conditionrating"},
 }
 
-ROSTER_LEADING = ["vin", "source_file", "source_row", "unit_number", "plate", "state", "mileage", "fleet"]
+ROSTER_LEADING = ["vin", "source_file", "source_row", "unit_number", "plate", "state", "mileage", "mileage_unit",
+                  "condition", "fleet"]
+# The values /v2/marketvalue takes for `condition`; a cell is matched ignoring case and spaces.
+CONDITIONS = ("excellent", "clean", "average", "rough")
 RAW_VALUE_LIMIT = 200  # characters of a rejected VIN cell kept in rejected_rows
 REJECTED_SCHEMA = {"source_file": pl.String, "source_row": pl.Int64, "raw_value": pl.String, "reason": pl.String}
 
@@ -415,7 +423,8 @@ def _prepare(path: Path, vin_column: str | None) -> tuple[pl.DataFrame, int]:
     if frame.height == 0:
         raise FleetFileError(path, NO_ROWS)
     frame = _as_text(frame, path, vin_name)
-    frame = frame.rename(_roster_names(frame.columns, vin_name)).with_columns(
+    renames = _roster_names(frame.columns, vin_name)
+    frame = frame.rename(renames).with_columns(
         pl.lit(str(path)).alias("source_file"),
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("source_row"),
     )
@@ -426,13 +435,39 @@ def _prepare(path: Path, vin_column: str | None) -> tuple[pl.DataFrame, int]:
     blanks = int(blank.sum())
     if blanks == frame.height:
         raise FleetFileError(path, NO_ROWS)
-    return (frame.filter(~blank) if blanks else frame), blanks
+    frame = frame.filter(~blank) if blanks else frame
+    mileage_header = next((name for name, canonical in renames.items() if canonical == "mileage"), None)
+    if mileage_header is not None and _header_key(mileage_header) in KM_HEADERS:
+        frame = frame.with_columns(pl.lit("km").alias("_mileage_header_unit"))  # read in read_fleet, then dropped
+    return frame, blanks
 
 
 def _parse_mileage(expr: pl.Expr) -> pl.Expr:
-    # "12,345", "12 345 mi", "12345.0" all mean 12345; anything else becomes null (the VIN still lands).
-    digits = expr.str.replace_all(r"[,\s_]|mi(les)?$|km$", "").str.strip_chars()
+    # "12,345", "12 345 mi", "12345.0", "12 345 KM" all mean 12345; anything else becomes null (the VIN still lands).
+    digits = expr.str.to_lowercase().str.replace_all(r"[,\s_]|mi(les)?$|kms?$|kilomet\w*$", "").str.strip_chars()
     return digits.cast(pl.Float64, strict=False).round(0).cast(pl.Int64, strict=False)
+
+
+def _mileage_unit(header_unit: pl.Expr) -> pl.Expr:
+    """`km` or `mi`: what the cell says ("12 345 km"), else what its header says, else miles."""
+    cell = pl.col("mileage").str.strip_chars().str.to_lowercase()
+    return (pl.when(_parse_mileage(pl.col("mileage")).is_null()).then(None)
+            .when(cell.str.contains(r"(km|kms|kilomet\w*)$")).then(pl.lit("km"))
+            .when(cell.str.contains(r"mi(les)?$")).then(pl.lit("mi"))
+            .otherwise(pl.coalesce(header_unit, pl.lit("mi")))
+            .alias("mileage_unit"))
+
+
+def _condition(roster: pl.DataFrame) -> pl.DataFrame:
+    """A condition the spec knows (any case, any spaces), else NULL; a cell it does not know is kept as written
+    in `condition_rejected` and the vehicle stays on the roster (the condition only shapes its valuation)."""
+    written = pl.col("condition").str.strip_chars()
+    given = written.str.to_lowercase().str.replace_all(r"\s", "")
+    known = given.is_in(CONDITIONS)
+    return roster.with_columns(
+        pl.when(known).then(given).alias("condition"),
+        pl.when(~known & (given != "")).then(written.str.slice(0, RAW_VALUE_LIMIT)).alias("condition_rejected"),
+    )
 
 
 def read_fleet(paths: list[str | Path] | str | Path, vin_column: str | None = None) -> IngestResult:
@@ -495,7 +530,11 @@ def read_fleet(paths: list[str | Path] | str | Path, vin_column: str | None = No
     accepted_count = roster.height + int(firsts["duplicate_count"].sum())
     del firsts
     if "mileage" in roster.columns:
-        roster = roster.with_columns(_parse_mileage(pl.col("mileage")).alias("mileage"))
+        header_unit = pl.col("_mileage_header_unit") if "_mileage_header_unit" in roster.columns else pl.lit(None, pl.String)
+        roster = roster.with_columns(_mileage_unit(header_unit), _parse_mileage(pl.col("mileage")).alias("mileage"))
+    roster = roster.drop("_mileage_header_unit", strict=False)
+    if "condition" in roster.columns:
+        roster = _condition(roster)
     if "state" in roster.columns:
         roster = roster.with_columns(pl.col("state").str.strip_chars().str.to_uppercase())
     leading = [c for c in ROSTER_LEADING if c in roster.columns]

@@ -24,7 +24,7 @@ DATA_FRAMES = {
     "lien_theft": lambda r: {"lien_theft_events": staging.lien_theft_frame(r.found)},
     "ownership": lambda r: {"ownership_records": ownership_frame(r.found)},
     "recall_details": lambda r: {
-        "recall_checks": staging.recall_checks_from_reports(r.found),
+        "recall_checks": staging.recall_checks_from_reports(r.found, r.no_data),
         "recalls": staging.recalls_frame([(vin, ans.data.recalls, at) for vin, ans, at in r.found]),
     },
 }

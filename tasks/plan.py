@@ -2,8 +2,10 @@
 
 A VIN is due for a dataset when its last successful answer (`fetch_status`) is
 older than that dataset's freshness window, or when it never answered; `force`
-makes every VIN due. Due VIN lists are staged as Parquet so chunk tasks take a
-path and a slice, not a list.
+makes every VIN due. A "no data" answer (a 404) has its own, shorter window
+(`no_data`, 7 days): the service caches it for about a day and bills no 404.
+Due VIN lists are staged as Parquet so chunk tasks take a path and a slice,
+not a list.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ DEFAULT_FRESHNESS = {
     "recalls": timedelta(days=7),
     "ownership": timedelta(days=90),
 }
+# How long a 404 "no data" stays fresh, whatever the dataset (never longer than the dataset's own window).
+NO_DATA = "no_data"
+DEFAULT_NO_DATA_FRESHNESS = timedelta(days=7)
 
 
 @dataclass
@@ -42,6 +47,7 @@ class DatasetPlan:
     skipped_fresh: int
     estimated_units: int
     path: str | None  # staged due VINs (Parquet), None when nothing is due
+    no_data_due: int = 0  # of `due`: VINs whose last answer was "no data", asked again after its window
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         return [(start, min(size, self.due - start)) for start in range(0, self.due, size)]
@@ -51,6 +57,7 @@ class DatasetPlan:
 class Plan:
     run_id: str
     datasets: dict[str, DatasetPlan] = field(default_factory=dict)
+    no_data_window: str | None = None  # e.g. "7d", shown with the plan
 
     @property
     def estimated_units(self) -> int:
@@ -63,19 +70,20 @@ class Plan:
         return recalls.due if recalls else 0
 
     def to_dict(self) -> dict:
-        return {"run_id": self.run_id, "datasets": {k: asdict(v) for k, v in self.datasets.items()}}
+        return {"run_id": self.run_id, "datasets": {k: asdict(v) for k, v in self.datasets.items()},
+                "no_data_window": self.no_data_window}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Plan":
-        return cls(data["run_id"], {k: DatasetPlan(**v) for k, v in data["datasets"].items()})
+        return cls(data["run_id"], {k: DatasetPlan(**v) for k, v in data["datasets"].items()}, data.get("no_data_window"))
 
 
 def parse_freshness(overrides: dict[str, str] | None) -> dict[str, timedelta]:
-    """`{"market_value": "14d", "recalls": "12h"}` -> windows; unknown datasets are refused."""
-    windows = dict(DEFAULT_FRESHNESS)
+    """`{"market_value": "14d", "recalls": "12h", "no_data": "3d"}` -> windows; unknown datasets are refused."""
+    windows = {**DEFAULT_FRESHNESS, NO_DATA: DEFAULT_NO_DATA_FRESHNESS}
     for name, text in (overrides or {}).items():
         if name not in windows:
-            raise ValueError(f"unknown dataset {name!r} in freshness; choose from {', '.join(ALL_DATASETS)}")
+            raise ValueError(f"unknown dataset {name!r} in freshness; choose from {', '.join(ALL_DATASETS)} or {NO_DATA}")
         number, unit = text[:-1], text[-1:].lower()
         if unit not in ("d", "h", "m") or not number.replace(".", "", 1).isdigit():
             raise ValueError(f"freshness {text!r} for {name}: use a number with d, h or m (e.g. 30d)")
@@ -96,21 +104,35 @@ def make_plan(
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")
-    windows = freshness or DEFAULT_FRESHNESS
+    windows = {NO_DATA: DEFAULT_NO_DATA_FRESHNESS, **(freshness or DEFAULT_FRESHNESS)}
     now = now or datetime.now(timezone.utc)
     roster = int(db.query("roster_count", run_id=run_id).item(0, 0))
-    plan = Plan(run_id)
+    plan = Plan(run_id, no_data_window=age_text(windows[NO_DATA]))
     staging_dir.mkdir(parents=True, exist_ok=True)
     for dataset in datasets:
-        due = db.query("due_vins", run_id=run_id, dataset=dataset, force=force, fresh_after=now - windows[dataset])
+        no_data_window = min(windows[NO_DATA], windows[dataset])
+        due = db.query("due_vins", run_id=run_id, dataset=dataset, force=force, fresh_after=now - windows[dataset],
+                       no_data_after=now - no_data_window)
+        no_data_due = int(due["last_outcome"].eq("no_data").sum())
+        due = due.drop("last_outcome")
         path = None
         if due.height:
             path = str(staging_dir / f"due_{dataset}.parquet")
             due.write_parquet(path)
         endpoint = "recalls-batch-submit" if dataset == "recalls" else ENRICHMENT[dataset].endpoint
         units = due.height if dataset == "recalls" else due.height * estimate_units(endpoint)
-        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, roster, due.height, roster - due.height, units, path)
+        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, roster, due.height, roster - due.height, units, path,
+                                             no_data_due)
     return plan
+
+
+def age_text(window: timedelta) -> str:
+    """A window as `--fresh` writes it: 7d, 12h, 90m."""
+    minutes = window.total_seconds() / 60
+    for unit, size in (("d", 1440), ("h", 60)):
+        if minutes >= size and minutes % size == 0:
+            return f"{int(minutes // size)}{unit}"
+    return f"{minutes:g}m"
 
 
 def read_slice(path: str, offset: int = 0, length: int | None = None) -> list[dict]:

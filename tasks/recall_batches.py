@@ -4,13 +4,17 @@ The ledger (`recall_batches`) is written *before* each submit, with the
 idempotency key the submit will carry. A crash anywhere therefore leaves one of:
 a `pending:<key>` entry (resubmitted with the same key: the service replays the
 first answer for free), or a real batch id (polled, never resubmitted).
+A submit the service refuses for good (a 4xx) ends its entry as `refused:<key>`,
+status `failed`, and its VINs go to `failures`: due again next run, never stuck.
+A replayed answer (`Idempotent-Replayed: true`) is recorded as 0 units; when the
+first, billed answer was never recorded (its run died first), it is recorded then.
 """
 
 from __future__ import annotations
 
 import contextlib
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -27,6 +31,8 @@ from .enrich import STOPPING_ERRORS, Budget
 from .failpoints import failpoint
 from .landing import fetch_status_frame
 from .storage import Database
+
+MAX_BATCH_VINS = 10_000  # the spec's limit per recalls batch
 
 LEDGER_SCHEMA = {
     "batch_id": pl.String, "numeric_batch_id": pl.Int64, "status": pl.String, "idempotency_key": pl.String,
@@ -86,6 +92,8 @@ async def run_recall_batches(
     budget: Budget | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> RecallOutcome:
+    if not 1 <= batch_size <= MAX_BATCH_VINS:
+        raise ValueError(f"a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs (the service's limit), not {batch_size:,}")
     outcome = RecallOutcome()
     budget = budget or Budget(None)
     calls = _Calls()
@@ -109,7 +117,8 @@ async def run_recall_batches(
         for entry in unfinished:
             vins = _chunk_vins(entry)
             if entry["batch_id"].startswith("pending:"):
-                job = await _submit(db, run_id, client, calls, vins, entry["idempotency_key"], entry["vins_chunk"], webhook_url, outcome)
+                job = await _submit(db, run_id, client, calls, vins, entry["idempotency_key"], entry["vins_chunk"], webhook_url,
+                                    outcome, origin=(entry["run_id"], entry["fetched_at"]))
             else:
                 job = BatchJob(batchId=entry["batch_id"], status=entry["status"])
             if job is not None:  # an earlier run's receiver is gone: these are polled
@@ -129,8 +138,7 @@ async def run_recall_batches(
                                                   webhook_url=webhook_url), run_id)
             job = await _submit(db, run_id, client, calls, vins, key, str(chunk_path), webhook_url, outcome)
             budget.settle(len(vins), job.totalVins or len(vins) if job else 0)
-            if job is None:
-                outcome.pending += len(vins)
+            if job is None:  # counted pending or failed by _submit
                 continue
             outcome.submitted += 1
             to_poll.append((job, vins, str(chunk_path), webhooks is not None))
@@ -144,28 +152,83 @@ async def run_recall_batches(
     return outcome
 
 
-async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url, outcome) -> BatchJob | None:  # noqa: ANN001
+async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url, outcome, origin=None) -> BatchJob | None:  # noqa: ANN001
+    """Submit one ledger entry's VINs. `origin`: (run, time) of the run that wrote the entry, when resuming it."""
+    calls.batch_id = f"pending:{key}"  # calls made before a batch id is known are filed under the entry
     try:
         job = await client.submit_recalls_batch(vins, idempotency_key=key, webhook_url=webhook_url)
     except STOPPING_ERRORS as exc:
         outcome.stop_reason = f"{exc.status} {exc.message}"
+        outcome.pending += len(vins)
         _land_calls(db, run_id, calls, outcome)
         return None
     except e.VehicleDataError as exc:
-        # The ledger keeps the pending entry and its key: the next run resubmits for free if it went through.
+        if exc.status is not None and 400 <= exc.status < 500:
+            # Refused for good: the same request would be refused again. End the entry, fail its VINs.
+            _refuse(db, run_id, calls, vins, key, chunk_path, exc, outcome)
+            return None
+        # Maybe accepted, maybe not: the ledger keeps the pending entry and its key, and the next run
+        # resubmits it (free if it went through).
         outcome.stop_reason = outcome.stop_reason or f"submit failed: {exc}"
+        outcome.pending += len(vins)
         _land_calls(db, run_id, calls, outcome)
         return None
     failpoint("batch_submitted")  # crash tests: the service has the batch, the ledger has only `pending:<key>`
     calls.batch_id = job.batchId
+    records = _bill_first_acceptance(db, calls.take(), job, key, origin or (run_id, None))
     frames = {
         "recall_batches": _ledger_row(job, status=job.status_text, idempotency_key=key, submitted_at=job.createdAt or _now(),
                                       vins_count=len(vins), vins_chunk=chunk_path, webhook_url=webhook_url),
-        "api_calls": staging.api_calls_frame([(cid, r, at, job.batchId) for cid, r, at, _ in calls.take()]),
+        "api_calls": staging.api_calls_frame([(cid, r, at, job.batchId) for cid, r, at, _ in records]),
     }
     _count_calls(frames["api_calls"], outcome)
     db.land_chunk(frames, run_id)
     return job
+
+
+def _bill_first_acceptance(db, records, job, key, origin):  # noqa: ANN001
+    """Make the submit's records say what the service billed: its first acceptance, once.
+
+    A replayed answer costs nothing. If no record holds what the first acceptance cost, it is
+    an attempt of this call that got no answer (the service took it, the reply was lost), or a
+    call of the run that wrote the entry and died before recording it: that call is recorded
+    now, under that run (`origin`: its id and the entry's time), with an id made from the key
+    (so recording it twice changes nothing).
+    """
+    if not records or not records[-1][1].replayed or any(r.units for _, r, _, _ in records):
+        return records
+    billed = job.totalVins or 0
+    lost = next((i for i, (_, r, _, _) in enumerate(records) if r.status is None), None)
+    if lost is not None:
+        cid, record, at, batch = records[lost]
+        return [*records[:lost], (cid, replace(record, units=billed), at, batch), *records[lost + 1:]]
+    recorded = db.query("submit_units_recorded", batch_ids=[job.batchId, f"pending:{key}"]).item(0, 0)
+    if not recorded:
+        replay = records[-1][1]
+        first = replace(replay, attempt=1, latency_ms=None, units=billed, error=None, will_retry=False, replayed=False)
+        run, at = origin
+        frame = staging.api_calls_frame([(f"submit-{key}", first, at or records[0][2], job.batchId)])
+        db.land("api_calls", frame, run)
+    return records
+
+
+def _refuse(db, run_id, calls, vins, key, chunk_path, exc, outcome) -> None:  # noqa: ANN001
+    at = _now()
+    reason = f"refused at submit: {exc.status} {exc.message}"
+    failures = [{"vin": v, "dataset": "recalls", "status": exc.status, "message": f"recall batch {reason}",
+                 "retryable": False, "attempts": 1, "fetched_at": at} for v in dict.fromkeys(vins)]
+    frames = {
+        # `refused:<key>` replaces the `pending:<key>` entry (same idempotency key): no run resubmits it.
+        "recall_batches": _ledger_row(None, batch_id=f"refused:{key}", status="failed", idempotency_key=key,
+                                      vins_count=len(vins), completed_at=at, message=reason, fetched_at=at),
+        "failures": staging.failures_frame(failures),
+        "api_calls": staging.api_calls_frame(calls.take()),
+    }
+    _count_calls(frames["api_calls"], outcome)
+    db.land_chunk(frames, run_id)
+    if chunk_path:
+        Path(chunk_path).unlink(missing_ok=True)
+    outcome.failed += len(failures)
 
 
 async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, webhooks=None) -> bool:  # noqa: ANN001

@@ -1,8 +1,11 @@
 """Campaign details for VINs whose recall check found recalls.
 
-By year/make/model when that is cheaper: one `/v1/recalls-ymm` call (1 unit)
-lists every campaign of a model; a VIN whose open-recall count equals the
-model's campaign count has all of them. Every other VIN gets `/v1/recalls`.
+A batch answer only counts a VIN's recalls. By default (`match="vin"`) each such VIN
+gets `/v1/recalls?vin=`: the campaigns the service lists for that VIN (`matched_by =
+'vin'`, confirmed). `match="model"` is an opt-in saving: one `/v1/recalls-ymm` call
+(1 unit) lists every campaign of a model, and a VIN whose count equals the model's
+campaign count is given all of them (`matched_by = 'model'`): the count is the VIN's
+own, which campaigns it is are only likely. Every other VIN still gets `/v1/recalls`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from . import staging
 from .enrich import STOPPING_ERRORS, Budget, ChunkResult, fetch_chunk
 from .landing import land_enrichment
 from .storage import Database
+
+
+MATCHES = ("vin", "model")  # `fleet refresh --recall-details`
 
 
 @dataclass
@@ -45,14 +51,17 @@ async def fetch_recall_details(
     concurrency: int = 32,
     chunk_size: int = 1000,
     on_progress: Callable[[int], None] | None = None,
+    match: str = "vin",
 ) -> DetailsOutcome:
+    if match not in MATCHES:
+        raise ValueError(f"recall details are matched by {' or '.join(MATCHES)}, not {match!r}")
     budget = budget or Budget(None)
     due = db.query("recall_details_due", run_id=run_id).to_dicts()
     outcome = DetailsOutcome(due=len(due))
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     per_vin: list[dict[str, Any]] = []
     for row in due:
-        if row["year"] and row["make"] and row["model"]:
+        if match == "model" and row["year"] and row["make"] and row["model"]:
             groups[(row["year"], row["make"].lower(), row["model"].lower())].append(row)
         else:
             per_vin.append(row)
@@ -107,7 +116,7 @@ async def _by_model(db, run_id, rows, settings, budget, outcome) -> list[dict[st
     settled = [r for r in rows if pool is not None and r["recall_count"] == len(pool)]
     frames: dict[str, pl.DataFrame] = {"api_calls": staging.api_calls_frame(calls)}
     if settled:
-        frames["recalls"] = staging.recalls_frame([(r["vin"], pool, at) for r in settled])
+        frames["recalls"] = staging.recalls_frame([(r["vin"], pool, at) for r in settled], matched_by="model")
         frames["recall_checks"] = pl.DataFrame(
             [{"vin": r["vin"], "checked_via": "model", "batch_id": None, "has_recalls": True,
               "recall_count": r["recall_count"], "campaigns_listed": True, "fetched_at": at} for r in settled],

@@ -112,14 +112,14 @@ def check_recalls(db_path: str, run_id: str, due_path: str | None, batch_size: i
 
 
 @task(name="fetch-recall-details", **TASK)
-def recall_details(db_path: str, run_id: str, budget_left: int | None, concurrency: int) -> dict[str, Any]:
+def recall_details(db_path: str, run_id: str, budget_left: int | None, concurrency: int, match: str = "vin") -> dict[str, Any]:
     reporter = progress.current()
     with open_database(db_path) as db:
         due = db.query("recall_details_due", run_id=run_id).height
         reporter.start("recall_details", "Recall campaign details", due)
         outcome = asyncio.run(fetch_recall_details(
             db, run_id, settings=Settings.from_env(), budget=Budget(budget_left), concurrency=concurrency,
-            on_progress=lambda n: reporter.advance("recall_details", n),
+            on_progress=lambda n: reporter.advance("recall_details", n), match=match,
         ))
     session.publish_if_due(db_path)
     get_run_logger().info("recall details: %s", outcome)

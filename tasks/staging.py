@@ -71,7 +71,8 @@ def specs_frame(fetched: Sequence[Fetched]) -> pl.DataFrame:
 
 
 MARKET_SCHEMA = {
-    "vin": pl.String, "valued_on": pl.Date, "state": pl.String, "mileage": pl.Int64, "condition": pl.String,
+    "vin": pl.String, "valued_on": pl.Date, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String,
+    "condition": pl.String,
     "model_year": pl.Int32, "make": pl.String, "model": pl.String, "series": pl.String, "style": pl.String,
     "uvc": pl.String, "publish_date": pl.String, "retail": pl.Float64, "trade_in": pl.Float64,
     "rough_trade_in": pl.Float64, "average_trade_in": pl.Float64, "loan_value": pl.Float64, "msrp": pl.Float64,
@@ -81,7 +82,7 @@ MARKET_SCHEMA = {
 
 
 def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str, Any]]) -> pl.DataFrame:
-    """`requests[vin]` holds what was asked (state, mileage, condition): part of the valuation's key."""
+    """`requests[vin]` holds what was asked (state, mileage and its unit, condition): the valuation's key."""
     rows = []
     for vin, r, at in fetched:
         asked = requests.get(vin, {})
@@ -91,6 +92,8 @@ def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str
             "valued_on": at.date() if isinstance(at, datetime) else date.today(),
             "state": asked.get("state"),
             "mileage": int(mileage) if mileage is not None else None,
+            # Stored answers from before units were recorded were asked in miles.
+            "mileage_unit": asked.get("mileage_unit") or ("mi" if mileage is not None else None),
             "condition": asked.get("condition"),
             **_pick(r, ("model_year", "make", "model", "series", "style", "uvc", "publish_date", "retail",
                         "trade_in", "rough_trade_in", "average_trade_in", "loan_value", "msrp", "retail_equipped")),
@@ -165,8 +168,10 @@ def recall_checks_from_batch(items: Sequence[m.BatchResultItem], batch_id: str, 
     return _frame(rows, RECALL_CHECK_SCHEMA)
 
 
-def recall_checks_from_reports(fetched: Sequence[Fetched]) -> pl.DataFrame:
-    rows = []
+def recall_checks_from_reports(fetched: Sequence[Fetched], no_data: Sequence[tuple[str, datetime]] = ()) -> pl.DataFrame:
+    """Per-VIN lookups; a 404 "no data" is a check too: no campaign listed, so the VIN's open ones close."""
+    rows = [{"vin": vin, "checked_via": "vin", "batch_id": None, "has_recalls": None, "recall_count": None,
+             "campaigns_listed": True, "fetched_at": at} for vin, at in no_data]
     for vin, r, at in fetched:
         count = r.data.recall_count if r.data.recall_count is not None else len(r.data.recalls)
         rows.append({"vin": vin, "checked_via": "vin", "batch_id": None, "has_recalls": count > 0,
@@ -178,14 +183,15 @@ RECALL_SCHEMA = {
     "vin": pl.String, "nhtsa_campaign_number": pl.String, "manufacturer": pl.String, "park_it": pl.Boolean,
     "park_outside": pl.Boolean, "over_the_air_update": pl.Boolean, "report_received_date": pl.Date,
     "component": pl.String, "summary": pl.String, "consequence": pl.String, "remedy": pl.String,
-    "notes": pl.String, "fetched_at": TS,
+    "notes": pl.String, "matched_by": pl.String, "fetched_at": TS,
 }
-_RECALL_FIELDS = tuple(k for k in RECALL_SCHEMA if k not in ("vin", "fetched_at"))
+_RECALL_FIELDS = tuple(k for k in RECALL_SCHEMA if k not in ("vin", "matched_by", "fetched_at"))
 
 
-def recalls_frame(per_vin: Sequence[tuple[str, Sequence[m.Recall], datetime]]) -> pl.DataFrame:
+def recalls_frame(per_vin: Sequence[tuple[str, Sequence[m.Recall], datetime]], matched_by: str = "vin") -> pl.DataFrame:
+    """`matched_by`: `vin` when the VIN's own lookup listed the campaigns, `model` for its model's list."""
     rows = [
-        {"vin": vin, **_pick(recall, _RECALL_FIELDS), "fetched_at": at}
+        {"vin": vin, **_pick(recall, _RECALL_FIELDS), "matched_by": matched_by, "fetched_at": at}
         for vin, recalls, at in per_vin
         for recall in recalls
         if recall.nhtsa_campaign_number
@@ -196,7 +202,7 @@ def recalls_frame(per_vin: Sequence[tuple[str, Sequence[m.Recall], datetime]]) -
 CALL_SCHEMA = {
     "call_id": pl.String, "endpoint": pl.String, "method": pl.String, "vin": pl.String, "batch_id": pl.String,
     "status": pl.Int32, "units": pl.Int32, "latency_ms": pl.Float64, "attempt": pl.Int32,
-    "error_message": pl.String, "fetched_at": TS,
+    "error_message": pl.String, "replayed": pl.Boolean, "fetched_at": TS,
 }
 
 
@@ -204,7 +210,8 @@ def api_calls_frame(calls: Sequence[tuple[str, CallRecord, datetime, str | None]
     """`calls`: (call_id, record, called_at, batch_id)."""
     rows = [
         {"call_id": cid, "endpoint": c.path, "method": c.method, "vin": c.vin, "batch_id": batch, "status": c.status,
-         "units": c.units, "latency_ms": c.latency_ms, "attempt": c.attempt, "error_message": c.error, "fetched_at": at}
+         "units": c.units, "latency_ms": c.latency_ms, "attempt": c.attempt, "error_message": c.error,
+         "replayed": c.replayed, "fetched_at": at}
         for cid, c, at, batch in calls
     ]
     return _frame(rows, CALL_SCHEMA)

@@ -78,6 +78,7 @@ EXPORT_TABLES: dict[str, list[str]] = {
 VEHICLE_COLUMNS = (
     "vin", "unit_number", "plate", "state", "mileage", "fleet", "check_digit_valid", "duplicate_count",
     "source_file", "source_row", "run_id", "fetched_at", "extra",
+    "mileage_unit", "condition", "condition_rejected",
 )  # fmt: skip
 
 

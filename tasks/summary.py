@@ -73,8 +73,11 @@ def plan_text(plan: "Plan") -> str:
              + (f" (+ up to {plan.recall_detail_ceiling} for recall campaign details)" if plan.recall_detail_ceiling else "")]
     for name, d in plan.datasets.items():
         calls = f"{d.due} VINs" if name == "recalls" else f"{d.due} calls"  # batched, 1 unit per VIN
+        again = f"  ({d.no_data_due} no data before)" if d.no_data_due else ""
         lines.append(f"  {name:<13}{ENDPOINTS[d.endpoint].path:<25}{calls:>11}{d.estimated_units:>8} units"
-                     f"{d.skipped_fresh:>7} fresh")
+                     f"{d.skipped_fresh:>7} fresh{again}")
+    if plan.no_data_window:
+        lines.append(f"  no data: asked again after {plan.no_data_window} (--fresh no_data=AGE)")
     return "\n".join(lines)
 
 

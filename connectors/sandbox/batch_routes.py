@@ -1,7 +1,8 @@
 """Recall batches over HTTP: submit (key or x402), status, results and CSV download.
 
 Submit costs one unit per VIN (recalls quota); status, results and download are free.
-An `Idempotency-Key` replays the first 202 answer of the same caller and charges nothing.
+An `Idempotency-Key` replays the first 202 answer of the same caller and charges nothing;
+the replay carries `Idempotent-Replayed: true` (Stripe's convention) so callers can tell.
 """
 from __future__ import annotations
 
@@ -98,7 +99,9 @@ async def submit(request: web.Request):
     idem = request.headers.get("Idempotency-Key")
     if idem and (caller, idem) in state.batches.idempotent:
         status, body = state.batches.idempotent[(caller, idem)]
-        return ok(body, status=status, stamp=False)
+        replay = ok(body, status=status, stamp=False)
+        replay.headers["Idempotent-Replayed"] = "true"
+        return replay
     try:
         body = json.loads(await request.text() or "null")
     except ValueError:

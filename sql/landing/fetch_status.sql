@@ -11,3 +11,21 @@ SET resolved_at = s.fetched_at, resolved_run_id = s.run_id
 FROM (SELECT vin, dataset, max(fetched_at) AS fetched_at, arg_max(run_id, fetched_at) AS run_id
       FROM incoming GROUP BY vin, dataset) AS s
 WHERE f.vin = s.vin AND f.dataset = s.dataset AND f.resolved_at IS NULL AND f.fetched_at <= s.fetched_at;
+
+-- The newest answer wins, an empty one included: a VIN's rows older than its newest answer go (a released
+-- lien, a cleared title brand, an owner no longer on record), whether that answer was a report without
+-- them or a 404 "no data". Specs and valuations keep theirs: a decode does not expire, valuations are a
+-- history. (Recall campaigns are closed by the recall check itself, see recall_checks.sql.)
+DELETE FROM lien_theft_events
+WHERE EXISTS (SELECT 1 FROM fetch_status AS f SEMI JOIN incoming AS i ON i.vin = f.vin AND i.dataset = f.dataset
+              WHERE f.dataset = 'lien_theft' AND f.vin = lien_theft_events.vin
+                AND f.fetched_at > lien_theft_events.fetched_at);
+
+DELETE FROM history_reports
+WHERE EXISTS (SELECT 1 FROM fetch_status AS f SEMI JOIN incoming AS i ON i.vin = f.vin AND i.dataset = f.dataset
+              WHERE f.dataset = 'history' AND f.vin = history_reports.vin AND f.fetched_at > history_reports.fetched_at);
+
+DELETE FROM ownership_records
+WHERE EXISTS (SELECT 1 FROM fetch_status AS f SEMI JOIN incoming AS i ON i.vin = f.vin AND i.dataset = f.dataset
+              WHERE f.dataset = 'ownership' AND f.vin = ownership_records.vin
+                AND f.fetched_at > ownership_records.fetched_at);

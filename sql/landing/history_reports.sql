@@ -1,5 +1,11 @@
 -- Title brands: taken as given, else read from brandsInformation elements (their fields are not
 -- specified; the first of brand/name/title_brand/brandName/description that is present is used).
+-- An answer older than the VIN's newest (a late replay, a re-parse) lands nothing, even when the newest was
+-- "no data" (see fetch_status.sql).
+DELETE FROM incoming
+WHERE EXISTS (SELECT 1 FROM fetch_status AS f
+              WHERE f.vin = incoming.vin AND f.dataset = 'history' AND f.fetched_at > incoming.fetched_at);
+
 MERGE INTO history_reports AS t
 USING (
     SELECT * REPLACE (coalesce(title_brands, list_filter(list_transform(brands_information,

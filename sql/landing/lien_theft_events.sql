@@ -1,4 +1,10 @@
 -- Each report replaces the VIN's events, unless what we hold is newer.
+-- An answer older than the VIN's newest (a late replay, a re-parse) lands nothing, even when the newest was
+-- "no data" (see fetch_status.sql).
+DELETE FROM incoming
+WHERE EXISTS (SELECT 1 FROM fetch_status AS f
+              WHERE f.vin = incoming.vin AND f.dataset = 'lien_theft' AND f.fetched_at > incoming.fetched_at);
+
 CREATE TEMP TABLE newest_reports AS
 SELECT i.vin, max(i.fetched_at) AS fetched_at
 FROM incoming AS i

@@ -1,4 +1,10 @@
 -- Latest ownership lookup per VIN.
+-- An answer older than the VIN's newest (a late replay, a re-parse) lands nothing, even when the newest was
+-- "no data" (see fetch_status.sql).
+DELETE FROM incoming
+WHERE EXISTS (SELECT 1 FROM fetch_status AS f
+              WHERE f.vin = incoming.vin AND f.dataset = 'ownership' AND f.fetched_at > incoming.fetched_at);
+
 MERGE INTO ownership_records AS t
 USING (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin ORDER BY fetched_at DESC) = 1) AS s
 ON t.vin = s.vin

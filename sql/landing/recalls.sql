@@ -1,5 +1,7 @@
 -- One row per VIN and campaign, with first/last seen; a campaign seen again after closing reopens.
-UPDATE incoming SET first_seen_at = fetched_at, first_seen_run_id = run_id, last_seen_at = fetched_at, closed_at = NULL;
+-- `matched_by` is that of the latest sighting: a VIN lookup confirms, a model list only makes likely.
+UPDATE incoming SET first_seen_at = fetched_at, first_seen_run_id = run_id, last_seen_at = fetched_at, closed_at = NULL,
+    matched_by = coalesce(matched_by, 'vin');
 
 MERGE INTO recalls AS t
 USING (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin, nhtsa_campaign_number ORDER BY fetched_at DESC) = 1) AS s
@@ -15,6 +17,7 @@ WHEN MATCHED THEN UPDATE SET
     consequence = CASE WHEN s.fetched_at >= t.last_seen_at THEN s.consequence ELSE t.consequence END,
     remedy = CASE WHEN s.fetched_at >= t.last_seen_at THEN s.remedy ELSE t.remedy END,
     notes = CASE WHEN s.fetched_at >= t.last_seen_at THEN s.notes ELSE t.notes END,
+    matched_by = CASE WHEN s.fetched_at >= t.last_seen_at THEN s.matched_by ELSE t.matched_by END,
     first_seen_run_id = CASE WHEN s.fetched_at < t.first_seen_at THEN s.run_id ELSE t.first_seen_run_id END,
     first_seen_at = least(t.first_seen_at, s.fetched_at),
     closed_at = CASE WHEN t.closed_at IS NOT NULL AND s.fetched_at >= t.closed_at THEN NULL ELSE t.closed_at END,

@@ -6,7 +6,8 @@ MERGE INTO vehicles AS t
 USING (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin ORDER BY fetched_at DESC, source_file, source_row) = 1) AS s
 ON t.vin = s.vin
 WHEN MATCHED THEN UPDATE SET
-    unit_number = s.unit_number, plate = s.plate, state = s.state, mileage = s.mileage, fleet = s.fleet,
+    unit_number = s.unit_number, plate = s.plate, state = s.state, mileage = s.mileage, mileage_unit = s.mileage_unit,
+    condition = s.condition, condition_rejected = s.condition_rejected, fleet = s.fleet,
     extra = s.extra, check_digit_valid = s.check_digit_valid, duplicate_count = s.duplicate_count,
     source_file = s.source_file, source_row = s.source_row, run_id = s.run_id, fetched_at = s.fetched_at
 WHEN NOT MATCHED THEN INSERT BY NAME;

@@ -1,7 +1,11 @@
 -- The run's roster VINs whose $dataset answer is missing or older than $fresh_after (all of them with $force).
-SELECT v.vin, v.state, v.mileage, f.fetched_at AS last_fetched_at
+-- A "no data" answer (404) is fresh only until $no_data_after: the service caches "not found" for about a
+-- day and bills no 404, so asking again after a shorter window costs little and may find data.
+SELECT v.vin, v.state, v.mileage, v.mileage_unit, v.condition, f.fetched_at AS last_fetched_at, f.outcome AS last_outcome
 FROM vehicles AS v
 LEFT JOIN fetch_status AS f ON f.vin = v.vin AND f.dataset = $dataset
 WHERE v.run_id = $run_id
-  AND ($force OR f.fetched_at IS NULL OR f.fetched_at < $fresh_after::TIMESTAMPTZ)
+  AND ($force OR f.fetched_at IS NULL
+       OR f.fetched_at < CASE WHEN f.outcome = 'no_data' THEN coalesce($no_data_after::TIMESTAMPTZ, $fresh_after::TIMESTAMPTZ)
+                              ELSE $fresh_after::TIMESTAMPTZ END)
 ORDER BY v.vin;

@@ -82,14 +82,15 @@ def test_status_reports_runs_units_pending_failed_and_batches(db_path, capsys):
     assert status["live_run"] is None
     assert status["runs"][2]["valid"] == 4
     # This calendar month only: last month's five /specs calls are not in it.
-    assert [(r["endpoint"], r["calls"], r["units"], r["failed_calls"]) for r in status["units_this_month"]] == [
-        ("/specs", 3, 3, 0), ("/v2/marketvalue", 2, 1, 1)]
+    # A 404 "no data" is an answer, not a failed call.
+    assert [(r["endpoint"], r["calls"], r["units"], r["failed_calls"], r["no_data_calls"])
+            for r in status["units_this_month"]] == [("/specs", 3, 3, 0, 0), ("/v2/marketvalue", 2, 1, 0, 1)]
     assert status["units_this_month_total"] == 4
-    by_dataset = {r["dataset"]: (r["roster"], r["answered"], r["pending"], r["failed"], r["failed_retryable"])
+    by_dataset = {r["dataset"]: (r["roster"], r["answered"], r["no_data"], r["pending"], r["failed"], r["failed_retryable"])
                   for r in status["datasets"]}
     assert by_dataset == {
-        "specs": (4, 3, 1, 1, 1), "market_value": (4, 1, 3, 0, 0), "history": (4, 0, 4, 1, 0),
-        "lien_theft": (4, 0, 4, 0, 0), "recalls": (4, 0, 4, 0, 0),
+        "specs": (4, 3, 0, 1, 1, 1), "market_value": (4, 1, 1, 3, 0, 0), "history": (4, 0, 0, 4, 1, 0),
+        "lien_theft": (4, 0, 0, 4, 0, 0), "recalls": (4, 0, 0, 4, 0, 0),
     }
     assert [(b["batch_id"], b["status"], b["processed_vins"]) for b in status["recall_batches_in_flight"]] == [
         ("rb_processing", "processing", 1)]
@@ -102,6 +103,7 @@ def test_status_as_tables(db_path, capsys):
     assert "run-c" in out and "run-b" in out and "run-a" not in out
     assert "rb_processing" in out and "rb_done" not in out
     assert "/v2/marketvalue" in out
+    assert "no data" in out
 
 
 def test_missing_database_is_an_error_and_is_not_created(tmp_path, capsys):
@@ -165,3 +167,30 @@ def test_status_reads_the_published_file_and_the_progress_file_only(db_path, cap
     assert Path(db_path + ".progress.json").exists()
     assert main(["status", "--db", db_path, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["live_run"] is None
+
+
+def test_no_data_answers_from_the_service_are_not_failed_calls(tmp_path, monkeypatch):
+    """Against the sandbox: a VIN it has no data for (404) and one that keeps failing (502)."""
+    import asyncio
+
+    from connectors import RetryPolicy, Settings
+    from connectors.sandbox import run_sandbox
+    from flows.status import fleet_status
+    from tasks.enrich import fetch_chunk
+    from tasks.landing import land_enrichment
+
+    found, gone, broken = "1HGCM82633A004352", "1HGCM82633A004363", "1HGCM82693A000502"
+    path = str(tmp_path / "fleet.duckdb")
+    with run_sandbox() as sandbox:
+        settings = Settings(api_key="status_key", base_url=sandbox.url, retry=RetryPolicy(max_retry_after=0, initial_backoff=0))
+        result = asyncio.run(fetch_chunk("specs", [{"vin": v} for v in (found, gone, broken)], settings=settings))
+        served = {(r["status"]): r["count"] for r in sandbox.stats()["requests"]}
+    with open_database(path) as db:
+        db.start_run("refresh", [], run_id="r1")
+        db.land("vehicles", pl.DataFrame({"vin": [found, gone, broken]}), "r1")
+        land_enrichment(db, "r1", result)
+    publish(path)  # status reads what is published
+    specs = fleet_status(path)["units_this_month"]
+    assert [(r["endpoint"], r["calls"], r["failed_calls"], r["no_data_calls"]) for r in specs] == [
+        ("/specs", sum(served.values()), served[502], served[404])]
+    assert served[404] == 1 and served[502] == 5

@@ -292,6 +292,20 @@ def test_lien_theft_events_replaced_by_newer_report(db):
     assert db.sql("SELECT event, details_list FROM lien_theft_events").rows() == [("Recovered", ["x"])]
 
 
+def test_a_newer_report_with_no_events_clears_the_old_ones(db):
+    """A lien released: the newer report lists no events, so no row lands, yet the old events must go."""
+    old = pl.DataFrame([{"vin": V1, "event_index": 0, "event": "Lien", "fetched_at": T0}])
+    answered = lambda at, outcome: pl.DataFrame([{"vin": V1, "dataset": "lien_theft", "outcome": outcome,  # noqa: E731
+                                                  "fetched_at": at}])
+    db.land_chunk({"lien_theft_events": old, "fetch_status": answered(T0, "found")}, "r1")
+    db.land_chunk({"lien_theft_events": old.clear(), "fetch_status": answered(T1, "found")}, "r2")
+    assert db.sql("SELECT count(*) FROM lien_theft_events").item() == 0
+    db.land("fetch_status", answered(T0, "found"), "r1")  # an older answer replayed late clears nothing newer
+    db.land("lien_theft_events", old.with_columns(pl.lit(T2).alias("fetched_at")), "r3")
+    db.land("fetch_status", answered(T1, "no_data"), "r2")
+    assert db.sql("SELECT event FROM lien_theft_events").rows() == [("Lien",)]
+
+
 def test_api_calls_and_run_summary(db):
     run = db.start_run("refresh", ["f.csv"], {"datasets": ["specs"]}, started_at=T0)
     calls = pl.DataFrame(
@@ -311,10 +325,13 @@ def test_api_calls_and_run_summary(db):
     db.finish_run(run, "completed", counts={"rows_in": 3, "valid": 2, "duplicates": 0, "rejected": 1})
     runs = db.sql("SELECT status, units_used, rows_in, rejected, finished_at IS NOT NULL AS done FROM runs")
     assert runs.rows() == [("completed", 2, 3, 1, True)]
+    db.land("api_calls", pl.DataFrame([{"call_id": "c4", "endpoint": "/history", "status": 404, "units": 0,
+                                         "error_message": "NotFoundError", "fetched_at": T0}]), run)
     summary = db.query("run_summary", run_id=run)
-    assert summary.select("endpoint", "calls", "units", "failed_calls").rows() == [
-        ("/specs", 2, 1, 1),
-        ("/v2/marketvalue", 1, 1, 0),
+    assert summary.select("endpoint", "calls", "units", "failed_calls", "no_data_calls").rows() == [
+        ("/history", 1, 0, 0, 1),  # "no data" is an answer, not a failed call
+        ("/specs", 2, 1, 1, 0),
+        ("/v2/marketvalue", 1, 1, 0, 0),
     ]
 
 
@@ -346,8 +363,9 @@ def test_planning_queries(db):
     vins = result.roster.head(3)["vin"].sort().to_list()
     assert db.query("roster_vins")["vin"].to_list() == vins
 
-    def due(force=False):
-        return db.query("due_vins", run_id="r1", dataset="recalls", force=force, fresh_after=T1)["vin"].to_list()
+    def due(force=False, no_data_after=None):
+        return db.query("due_vins", run_id="r1", dataset="recalls", force=force, fresh_after=T1,
+                        no_data_after=no_data_after)["vin"].to_list()
 
     assert due() == vins  # never answered
     answered = [{"vin": vins[0], "dataset": "recalls", "outcome": "found", "fetched_at": T2},
@@ -355,8 +373,9 @@ def test_planning_queries(db):
                 {"vin": vins[2], "dataset": "recalls", "outcome": "found", "fetched_at": T0}]
     db.land("fetch_status", pl.DataFrame(answered), "r1")
     assert due() == vins[2:]  # a stable "no data" is fresh too; an answer older than the window is not
+    assert due(no_data_after=utc(2026, 3, 6)) == sorted(vins[1:])  # ...until its own, shorter window ends
     assert due(force=True) == vins
-    other_dataset = db.query("due_vins", run_id="r1", dataset="specs", force=False, fresh_after=T1)
+    other_dataset = db.query("due_vins", run_id="r1", dataset="specs", force=False, fresh_after=T1, no_data_after=T1)
     assert other_dataset["vin"].to_list() == vins
 
 

@@ -30,3 +30,42 @@ def test_chunks_cover_every_due_vin_once():
     chunks = plan.chunks(500)
     assert chunks == [(0, 500), (500, 500), (1000, 50)]
     assert DatasetPlan("specs", "specs", 10, 0, 10, 0, None).chunks(500) == []
+
+
+def test_no_data_answers_are_asked_again_after_their_own_shorter_window(store, sandbox, settings, tmp_path):
+    """The service caches "not found" for about a day and bills no 404: a year-long specs window is too long."""
+    import asyncio
+    from datetime import datetime, timezone
+
+    import polars as pl
+
+    from tasks.enrich import fetch_chunk
+    from tasks.landing import land_enrichment
+    from tasks.plan import make_plan
+    from tasks.summary import plan_text
+
+    found, gone = "1HGCM82633A004352", "1HGCM82633A004363"  # data; no data anywhere
+    store.land("vehicles", pl.DataFrame({"vin": [found, gone]}), "r1")
+    result = asyncio.run(fetch_chunk("specs", [{"vin": found}, {"vin": gone}], settings=settings()))
+    assert [v for v, _ in result.no_data] == [gone]
+    land_enrichment(store, "r1", result)
+    now = datetime.now(timezone.utc)
+
+    def plan(days: float, **fresh: str):
+        return make_plan(store, "r1", ["specs"], tmp_path / "due", freshness=parse_freshness(fresh), now=now + timedelta(days=days))
+
+    assert plan(6).datasets["specs"].due == 0  # both fresh within a week
+    later = plan(8)
+    specs = later.datasets["specs"]
+    assert (specs.due, specs.no_data_due, specs.skipped_fresh) == (1, 1, 1)
+    assert pl.read_parquet(specs.path)["vin"].to_list() == [gone]
+    assert "1 no data before" in plan_text(later) and "no data: asked again after 7d" in plan_text(later)
+    assert plan(8, no_data="10d").datasets["specs"].due == 0  # --fresh no_data=10d
+    assert plan(2, no_data="1d").datasets["specs"].due == 1
+    # A dataset whose own window is shorter than the no-data one keeps its own for both.
+    assert plan(2, specs="1d").datasets["specs"].due == 2
+
+
+def test_the_no_data_window_is_parsed_like_the_others():
+    assert parse_freshness({})["no_data"] == timedelta(days=7)
+    assert parse_freshness({"no_data": "3d"})["no_data"] == timedelta(days=3)
