@@ -1,8 +1,9 @@
 """The refresh plan: which VINs are due per dataset, and what calling for them will cost.
 
-A VIN is due for a dataset when its last successful answer (`fetch_status`) is
-older than that dataset's freshness window, or when it never answered; `force`
-makes every VIN due. Due VIN lists are staged as Parquet so chunk tasks take a
+A dataset applies to the vehicles of the markets its declaration names (tasks/markets.py); the
+others are `not_applicable` and never called. An applicable VIN is due when its last successful
+answer (`fetch_status`) is older than the dataset's freshness window, or when it never answered;
+`force` makes every applicable VIN due. Due VIN lists are staged as Parquet so chunk tasks take a
 path and a slice, not a list.
 """
 
@@ -17,6 +18,8 @@ import polars as pl
 from connectors import estimate_units
 
 from .enrich import DATASETS as ENRICHMENT
+from .enrich import Dataset
+from .markets import in_scope, with_market
 from .storage import Database
 
 ALL_DATASETS = ("specs", "market_value", "history", "lien_theft", "recalls", "ownership")
@@ -42,6 +45,7 @@ class DatasetPlan:
     skipped_fresh: int
     estimated_units: int
     path: str | None  # staged due VINs (Parquet), None when nothing is due
+    not_applicable: int = 0  # roster VINs outside the dataset's markets: roster = not_applicable + skipped_fresh + due
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         return [(start, min(size, self.due - start)) for start in range(0, self.due, size)]
@@ -68,6 +72,21 @@ class Plan:
     @classmethod
     def from_dict(cls, data: dict) -> "Plan":
         return cls(data["run_id"], {k: DatasetPlan(**v) for k, v in data["datasets"].items()})
+
+
+def declaration(dataset: str) -> Dataset:
+    """The declaration a plan dataset is fetched by: recalls are batch-checked, then detailed per VIN."""
+    return ENRICHMENT["recall_details" if dataset == "recalls" else dataset]
+
+
+def applicability_table() -> str:
+    """Which datasets apply to which vehicles, as the README shows it (derived from the declarations)."""
+    lines = ["| dataset | applies to vehicles registered in |", "|---|---|"]
+    for name in ALL_DATASETS:
+        markets = declaration(name).markets
+        where = "every market" if markets is None else ", ".join(sorted(markets))
+        lines.append(f"| {name} | {where} |")
+    return "\n".join(lines)
 
 
 def parse_freshness(overrides: dict[str, str] | None) -> dict[str, timedelta]:
@@ -98,18 +117,23 @@ def make_plan(
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")
     windows = freshness or DEFAULT_FRESHNESS
     now = now or datetime.now(timezone.utc)
-    roster = int(db.query("roster_count", run_id=run_id).item(0, 0))
+    vehicles = with_market(db.query("roster_markets", run_id=run_id))
+    roster = vehicles.height
     plan = Plan(run_id)
     staging_dir.mkdir(parents=True, exist_ok=True)
     for dataset in datasets:
+        scope = in_scope(vehicles, declaration(dataset).markets)
         due = db.query("due_vins", run_id=run_id, dataset=dataset, force=force, fresh_after=now - windows[dataset])
+        if scope.height < roster:
+            due = due.filter(pl.col("vin").is_in(scope["vin"].implode()))
         path = None
         if due.height:
             path = str(staging_dir / f"due_{dataset}.parquet")
             due.write_parquet(path)
         endpoint = "recalls-batch-submit" if dataset == "recalls" else ENRICHMENT[dataset].endpoint
         units = due.height if dataset == "recalls" else due.height * estimate_units(endpoint)
-        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, roster, due.height, roster - due.height, units, path)
+        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, roster, due.height, scope.height - due.height, units,
+                                             path, not_applicable=roster - scope.height)
     return plan
 
 

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .plan import Plan
 
-COLUMNS = ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed", "pending", "calls", "units")
-HEADERS = ("dataset", "VINs", "fresh", "due", "est.", "found", "none", "failed", "pending", "calls", "units")
+COLUMNS = ("roster", "not_applicable", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",
+           "pending", "calls", "units")
+# n/a: roster VINs the dataset does not apply to (tasks/markets.py): never called, never failed.
+HEADERS = ("dataset", "VINs", "n/a", "fresh", "due", "est.", "found", "none", "failed", "pending", "calls", "units")
 
 
 # --- bookkeeping: pure functions the flows use to add up what their tasks report ---------------------
@@ -38,7 +40,8 @@ def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str =
         "units": 0,
         "calls": 0,
         "datasets": {
-            name: {"roster": d.roster, "skipped_fresh": d.skipped_fresh, "planned": d.due, "estimated_units": d.estimated_units,
+            name: {"roster": d.roster, "not_applicable": d.not_applicable, "skipped_fresh": d.skipped_fresh,
+                   "planned": d.due, "estimated_units": d.estimated_units,
                    "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "stop_reason": None}
             for name, d in plan.datasets.items()
         },
@@ -74,7 +77,7 @@ def plan_text(plan: "Plan") -> str:
     for name, d in plan.datasets.items():
         calls = f"{d.due} VINs" if name == "recalls" else f"{d.due} calls"  # batched, 1 unit per VIN
         lines.append(f"  {name:<13}{ENDPOINTS[d.endpoint].path:<25}{calls:>11}{d.estimated_units:>8} units"
-                     f"{d.skipped_fresh:>7} fresh")
+                     f"{d.skipped_fresh:>7} fresh" + (f"{d.not_applicable:>7} not applicable" if d.not_applicable else ""))
     return "\n".join(lines)
 
 
@@ -88,7 +91,7 @@ def rows(summary: dict[str, Any]) -> list[list[str]]:
     details = summary.get("recall_details")
     if details and details.get("due"):
         found = details["by_model"] + details["by_vin"]
-        out.append(["recall details", "", "", str(details["due"]), "", str(found), "", str(details["failed"]),
+        out.append(["recall details", "", "", "", str(details["due"]), "", str(found), "", str(details["failed"]),
                      str(details["pending"]), str(details["calls"]), str(details["units"])])
     return out
 
