@@ -36,6 +36,7 @@ TASK = dict(cache_policy=NONE, persist_result=False, retries=0)
 _RUN_DATASET_COLUMNS = {
     **{k: pl.Int64 for k in ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",
                              "pending", "units", "calls")},
+    "not_applicable": pl.Int64,
     "stop_reason": pl.String,
 }
 

@@ -52,6 +52,7 @@ LANDING_TABLES: dict[str, str | None] = {
     "fetch_status": None,  # resolves failures itself, per row's dataset
     "ownership_records": "ownership",
     "run_datasets": None,
+    "plate_resolutions": None,
 }
 # The `dataset` values used in `failures` (and raw_responses), in the user's words.
 DATASETS = ("specs", "market_value", "recalls", "history", "lien_theft", "ownership")
@@ -72,11 +73,13 @@ EXPORT_TABLES: dict[str, list[str]] = {
     "raw_responses": [],
     "fetch_status": [],
     "run_datasets": [],
+    "plate_resolutions": [],
 }
 
 VEHICLE_COLUMNS = (
     "vin", "unit_number", "plate", "state", "mileage", "fleet", "check_digit_valid", "duplicate_count",
     "source_file", "source_row", "run_id", "fetched_at", "extra",
+    "vin_source",
 )  # fmt: skip
 
 
