@@ -32,6 +32,8 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--webhook-url", help="https URL the service notifies when a recall batch finishes")
     p.add_argument("--webhook-listen", metavar="HOST:PORT",
                    help="receive that notification here (behind --webhook-url) instead of polling")
+    p.add_argument("--no-plates", dest="plates", action="store_false",
+                   help="do not look up VINs by plate for rows that have a plate and no VIN (they are rejected)")
     p.set_defaults(run=run_refresh)
 
 
@@ -71,7 +73,7 @@ def run_refresh(args: argparse.Namespace) -> int:
                 args.paths, db=args.db, lake=args.lake or None, datasets=datasets, max_units=args.max_units,
                 force=args.force, dry_run=args.dry_run, vin_column=args.vin_column, freshness=freshness or None,
                 chunk_size=args.chunk_size, concurrency=args.concurrency, batch_size=args.batch_size,
-                webhook_url=args.webhook_url, webhook_listen=args.webhook_listen,
+                webhook_url=args.webhook_url, webhook_listen=args.webhook_listen, plates=args.plates,
             )
     except (FleetFileError, DatabaseError, ValueError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, even for DuckDB's messages

@@ -20,6 +20,7 @@ from connectors import estimate_units
 from .enrich import DATASETS as ENRICHMENT
 from .enrich import Dataset
 from .markets import in_scope, with_market
+from .plates import PlatePlan, plan_plates
 from .storage import Database
 
 ALL_DATASETS = ("specs", "market_value", "history", "lien_theft", "recalls", "ownership")
@@ -55,10 +56,19 @@ class DatasetPlan:
 class Plan:
     run_id: str
     datasets: dict[str, DatasetPlan] = field(default_factory=dict)
+    plates: PlatePlan | None = None  # plate lookups for rows without a VIN, priced before any is made
 
     @property
     def estimated_units(self) -> int:
-        return sum(d.estimated_units for d in self.datasets.values())
+        return sum(d.estimated_units for d in self.datasets.values()) + (self.plates.estimated_units if self.plates else 0)
+
+    @property
+    def plate_vehicle_ceiling(self) -> int:
+        """The datasets of the vehicles plates may find are priced once found: at most one call each per plate."""
+        if not self.plates:
+            return 0
+        per_vin = sum(1 if d.dataset == "recalls" else estimate_units(d.endpoint) for d in self.datasets.values())
+        return self.plates.lookups * per_vin
 
     @property
     def recall_detail_ceiling(self) -> int:
@@ -67,11 +77,13 @@ class Plan:
         return recalls.due if recalls else 0
 
     def to_dict(self) -> dict:
-        return {"run_id": self.run_id, "datasets": {k: asdict(v) for k, v in self.datasets.items()}}
+        return {"run_id": self.run_id, "datasets": {k: asdict(v) for k, v in self.datasets.items()},
+                "plates": asdict(self.plates) if self.plates else None}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Plan":
-        return cls(data["run_id"], {k: DatasetPlan(**v) for k, v in data["datasets"].items()})
+        plates = PlatePlan(**data["plates"]) if data.get("plates") else None
+        return cls(data["run_id"], {k: DatasetPlan(**v) for k, v in data["datasets"].items()}, plates)
 
 
 def declaration(dataset: str) -> Dataset:
@@ -111,6 +123,7 @@ def make_plan(
     force: bool = False,
     freshness: dict[str, timedelta] | None = None,
     now: datetime | None = None,
+    plates_waiting: Path | None = None,
 ) -> Plan:
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
@@ -119,7 +132,7 @@ def make_plan(
     now = now or datetime.now(timezone.utc)
     vehicles = with_market(db.query("roster_markets", run_id=run_id))
     roster = vehicles.height
-    plan = Plan(run_id)
+    plan = Plan(run_id, plates=plan_plates(str(plates_waiting)) if plates_waiting and plates_waiting.exists() else None)
     staging_dir.mkdir(parents=True, exist_ok=True)
     for dataset in datasets:
         scope = in_scope(vehicles, declaration(dataset).markets)

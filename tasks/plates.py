@@ -7,8 +7,8 @@ hit, so it is not looked up), a Canadian province or an Australian state (requir
 other countries are asked by country alone. The country comes from the file's country column, else
 from the state (tasks/markets.py).
 
-A plate whose latest lookup found a VIN less than PLATE_FRESHNESS ago is not looked up again (a 404
-is not billed, so a plate not found is simply asked again next run). Each row then ends in one place:
+A plate whose latest lookup found a VIN less than PLATE_FRESHNESS (90 days) ago is not looked up
+again, nor one not found (404) less than PLATE_NOT_FOUND_FRESHNESS (7 days) ago. Each row then ends in one place:
 the roster (`vehicles.vin_source = 'plate'`), a duplicate of a VIN already on it, or `rejected_rows`
 with one of the reasons below.
 """
@@ -19,7 +19,8 @@ import asyncio
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import polars as pl
 
@@ -31,7 +32,13 @@ from .enrich import STOPPING_ERRORS, Budget
 from .markets import AU_STATES, CA_PROVINCES, US_STATES, country_expr, state_country_expr
 from .vins import normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
 
+if TYPE_CHECKING:
+    from .ingest import IngestResult
+    from .storage import Database
+
 PLATE_FRESHNESS = timedelta(days=90)  # a plate rarely changes hands in a quarter; a new lookup costs a unit
+# "Not found" is asked again sooner: a 404 costs no unit, and a new registration may have appeared.
+PLATE_NOT_FOUND_FRESHNESS = timedelta(days=7)
 ENDPOINT = "plate"
 
 # rejected_rows.reason for a plate row that did not become a roster VIN.
@@ -98,19 +105,24 @@ class SortedPlates:
 
 
 def sort_plate_rows(plates: pl.DataFrame, *, fresh: pl.DataFrame | None, enabled: bool) -> SortedPlates:
-    """Settle what needs no call: plates without a usable state, `--no-plates`, and plates found recently."""
+    """Settle what needs no call: plates without a usable state, `--no-plates`, and plates looked up recently.
+
+    `fresh`: the latest lookups still standing (plate, state, country, vin, outcome found | not_found).
+    """
     keyed = with_lookup_keys(plates)
     if not enabled:
         return SortedPlates(keyed.head(0), keyed.head(0), _rejected(keyed, PLATE_LOOKUP_OFF))
-    problem = keyed.filter(pl.col("plate_problem").is_not_null())
+    rejected = [_rejected(keyed.filter(pl.col("plate_problem").is_not_null()), pl.col("plate_problem"))]
     usable = keyed.filter(pl.col("plate_problem").is_null())
     known = usable.head(0).with_columns(pl.lit(None, pl.String).alias("vin"))
     if fresh is not None and fresh.height:
-        found = fresh.select(pl.col("country").alias("lookup_country"), pl.col("state").alias("lookup_state"),
-                             pl.col("plate").alias("lookup_plate"), "vin")
-        joined = usable.join(found, on=KEY, how="left", nulls_equal=True, maintain_order="left")
-        known, usable = joined.filter(pl.col("vin").is_not_null()), joined.filter(pl.col("vin").is_null()).drop("vin")
-    return SortedPlates(_without_keys(known), usable, _rejected(problem, pl.col("plate_problem")))
+        standing = fresh.select(pl.col("country").alias("lookup_country"), pl.col("state").alias("lookup_state"),
+                                pl.col("plate").alias("lookup_plate"), "vin", pl.col("outcome").alias("_outcome"))
+        joined = usable.join(standing, on=KEY, how="left", nulls_equal=True, maintain_order="left")
+        known = joined.filter(pl.col("_outcome") == "found").drop("_outcome")
+        rejected.append(_rejected(joined.filter(pl.col("_outcome") == "not_found"), PLATE_NOT_FOUND))
+        usable = joined.filter(pl.col("_outcome").is_null()).drop("vin", "_outcome")
+    return SortedPlates(_without_keys(known), usable, pl.concat(rejected).sort("source_file", "source_row"))
 
 
 @dataclass
@@ -267,3 +279,51 @@ def merge_into_roster(roster: pl.DataFrame, found: pl.DataFrame) -> tuple[pl.Dat
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+# --- the two places plate rows are settled: at ingest (no call), and after the lookups --------------
+
+
+def settle_at_ingest(
+    db: "Database", result: "IngestResult", *, enabled: bool, waiting_path: Path, now: datetime | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
+    """The roster, rejected rows and ingest counts once every plate row that needs no call is settled.
+
+    Rows waiting for a lookup are staged at `waiting_path`; `plates_waiting` counts them, so that
+    rows_in = valid + duplicates + rejected + plates_waiting.
+    """
+    now = now or _now()
+    fresh = db.query("fresh_plate_resolutions", found_after=now - PLATE_FRESHNESS,
+                     not_found_after=now - PLATE_NOT_FOUND_FRESHNESS) if enabled else None
+    sorted_ = sort_plate_rows(result.plates, fresh=fresh, enabled=enabled)
+    roster, new, added = merge_into_roster(result.roster, sorted_.known)
+    counts = result.summary()
+    counts.update(valid=counts["valid"] + added["valid"], duplicates=counts["duplicates"] + added["duplicates"],
+                  rejected=counts["rejected"] + sorted_.rejected.height, plates_known=sorted_.known.height,
+                  plates_waiting=sorted_.waiting.height)
+    if sorted_.waiting.height:
+        waiting_path.parent.mkdir(parents=True, exist_ok=True)
+        sorted_.waiting.write_parquet(waiting_path)
+    roster = pl.concat([roster, new], how="diagonal_relaxed") if new.height else roster
+    rejected = pl.concat([result.rejected, sorted_.rejected]) if sorted_.rejected.height else result.rejected
+    return roster, rejected, counts
+
+
+def land_lookups(db: "Database", run_id: str, waiting: pl.DataFrame, lookups: PlateLookups) -> dict[str, int]:
+    """Land the lookups, their calls, and the waiting rows' places, in one transaction; returns the counts."""
+    from .staging import api_calls_frame
+    from .storage import pack_vehicle_extras
+
+    found, rejected = place_looked_up(waiting, lookups)
+    vins = found["vin"].unique().to_list()
+    listed = db.query("run_roster_rows", run_id=run_id, vins=vins) if vins else pl.DataFrame({"vin": []}, schema={"vin": pl.String})
+    bumped, new, added = merge_into_roster(listed, found)
+    vehicles = pl.concat([bumped, pack_vehicle_extras(new)], how="diagonal_relaxed") if new.height else bumped
+    db.land_chunk({"plate_resolutions": resolutions_frame(lookups), "api_calls": api_calls_frame(lookups.calls),
+                   "vehicles": vehicles, "rejected_rows": rejected}, run_id)
+    outcomes = [r.outcome for r in lookups.results.values()]
+    return {"valid": added["valid"], "duplicates": added["duplicates"], "rejected": rejected.height,
+            "rows": waiting.height, "lookups": len(lookups.results) + len(lookups.not_looked_up),
+            "found": outcomes.count("found"), "not_found": outcomes.count("not_found"),
+            "failed": outcomes.count("failed"), "not_looked_up": len(lookups.not_looked_up),
+            "calls": len(lookups.calls), "units": lookups.units, "stop_reason": lookups.stop_reason}

@@ -375,7 +375,7 @@ class Database:
             frame = pl.from_arrow(frame)  # type: ignore[assignment]
         assert isinstance(frame, pl.DataFrame)
         if table == "vehicles":
-            frame = _pack_vehicle_extras(frame)
+            frame = pack_vehicle_extras(frame)
         known = set(self.columns(table))
         unknown = [c for c in frame.columns if c not in known]
         if unknown:
@@ -441,7 +441,7 @@ class Database:
         return written
 
 
-def _pack_vehicle_extras(frame: pl.DataFrame) -> pl.DataFrame:
+def pack_vehicle_extras(frame: pl.DataFrame) -> pl.DataFrame:
     """Roster columns beyond the known ones go into the `extra` JSON object, keyed by header."""
     others = [c for c in frame.columns if c not in VEHICLE_COLUMNS]
     if not others or "extra" in frame.columns:

@@ -53,13 +53,15 @@ def test_each_plate_is_asked_for_with_its_country_and_the_state_the_spec_wants()
 
 def test_at_ingest_known_plates_take_their_vin_and_the_rest_wait_or_are_rejected():
     rows = plate_rows([("KNOWN1", "TX", None), ("NEW1", "TX", None), ("NEW1", "tx", None), ("N1", None, None),
-                       ("GB1", None, "GB")])
-    fresh = pl.DataFrame({"plate": ["KNOWN1", "GB1"], "state": ["TX", None], "country": ["US", "GB"], "vin": [V1, V2]})
+                       ("GB1", None, "GB"), ("GONE1", "TX", None)])
+    fresh = pl.DataFrame({"plate": ["KNOWN1", "GB1", "GONE1"], "state": ["TX", None, "TX"], "country": ["US", "GB", "US"],
+                          "vin": [V1, V2, None], "outcome": ["found", "found", "not_found"]})
     sorted_ = sort_plate_rows(rows, fresh=fresh, enabled=True)
     assert sorted_.known.select("source_row", "vin").rows() == [(1, V1), (5, V2)]
     assert sorted_.waiting["source_row"].to_list() == [2, 3]
     assert lookup_keys(sorted_.waiting) == [("US", "TX", "NEW1")]  # the same plate twice is one lookup
-    assert sorted_.rejected.select("source_row", "raw_value", "reason").rows() == [(4, None, PLATE_NEEDS_STATE)]
+    assert sorted_.rejected.select("source_row", "raw_value", "reason").rows() == [
+        (4, None, PLATE_NEEDS_STATE), (6, None, PLATE_NOT_FOUND)]  # not found a few days ago: not asked again yet
 
     off = sort_plate_rows(rows, fresh=fresh, enabled=False)
     assert off.known.height == 0 and off.waiting.height == 0
