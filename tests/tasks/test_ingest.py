@@ -68,6 +68,12 @@ def test_sample_fleet_accounts_for_every_row():
     # Non-North-American VINs with a "wrong" position 9 are kept and flagged.
     flagged = result.roster.filter(~pl.col("check_digit_valid"))
     assert flagged.height > 0 and not flagged["vin"].str.slice(0, 1).is_in(list("12345")).any()
+    # What a first `make demo` shows (tests/fixtures/make_sample_fleet.py): rows with a plate instead of a VIN,
+    # vehicles registered outside North America, and a condition column in several spellings.
+    assert result.plates.height == 14 and result.plates["plate"].is_not_null().all()
+    abroad = result.roster.filter(pl.col("country").is_not_null())
+    assert sorted(abroad["country"]) == ["DE", "DE", "GB", "JP", "SE"] and abroad["state"].is_null().all()
+    assert {"clean", "Clean", "average", "rough", "Excellent ", "like new"} <= set(result.roster["condition"].drop_nulls())
 
 
 def test_rows_with_a_plate_and_no_vin_wait_for_a_plate_lookup(tmp_path):
