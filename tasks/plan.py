@@ -96,7 +96,7 @@ def applicability_table() -> str:
     lines = ["| dataset | applies to vehicles registered in |", "|---|---|"]
     for name in ALL_DATASETS:
         markets = declaration(name).markets
-        where = "every market" if markets is None else ", ".join(sorted(markets))
+        where = "anywhere" if markets is None else ", ".join(sorted(markets))
         lines.append(f"| {name} | {where} |")
     return "\n".join(lines)
 
