@@ -159,3 +159,22 @@ async def test_a_lookup_that_keeps_failing_is_a_reject_with_its_reason_and_the_o
     _, rejected = place_looked_up(with_lookup_keys(plate_rows([(k[2], "TX", None) for k in keys])), lookups)
     assert rejected["reason"].to_list() == [PLATE_LOOKUP_FAILED] * 2
     assert resolutions_frame(lookups)["outcome"].to_list() == ["failed", "failed"]
+
+
+def test_a_plate_leading_to_a_vin_the_file_lists_is_a_duplicate_of_that_row(tmp_path):
+    from tasks.plates import Lookup, PlateLookups, land_lookups
+    from tasks.storage import open_database
+
+    with open_database(tmp_path / "fleet.duckdb") as db:
+        run = db.start_run("refresh", ["f.csv"], started_at=T0)
+        db.land("vehicles", pl.DataFrame({"vin": [V1], "source_file": ["f.csv"], "source_row": [1], "duplicate_count": [0],
+                                          "cost_center": ["CC-7"]}), run)
+        waiting = with_lookup_keys(plate_rows([("SAME1", "TX", None), ("NEW2", "ON", None)]))
+        lookups = PlateLookups(results={("US", "TX", "SAME1"): Lookup("found", V1, 200, None, T0),
+                                        ("CA", "ON", "NEW2"): Lookup("found", V2, 200, None, T0)})
+        counts = land_lookups(db, run, waiting, lookups)
+        assert (counts["valid"], counts["duplicates"], counts["rejected"]) == (1, 1, 0)
+        assert db.sql("SELECT vin, vin_source, duplicate_count, extra->>'cost_center', extra->>'country', state "
+                      "FROM vehicles ORDER BY vin").rows() == [
+            (V2, "plate", 0, None, None, "ON"), (V1, "file", 1, "CC-7", None, None)]  # the file's row, counted once more
+        assert db.sql("SELECT count(*) FROM plate_resolutions WHERE run_id = $r", {"r": run}).item() == 2
