@@ -37,6 +37,8 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--webhook-url", help="https URL the service notifies when a recall batch finishes")
     p.add_argument("--webhook-listen", metavar="HOST:PORT",
                    help="receive that notification here (behind --webhook-url) instead of polling")
+    p.add_argument("--no-plates", dest="plates", action="store_false",
+                   help="do not look up VINs by plate for rows that have a plate and no VIN (they are rejected)")
     add_wait_flag(p)
     p.set_defaults(run=run_refresh)
 
@@ -96,7 +98,7 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
                 force=args.force, dry_run=args.dry_run, vin_column=args.vin_column, freshness=freshness or None,
                 chunk_size=args.chunk_size, concurrency=args.concurrency, batch_size=args.batch_size,
                 webhook_url=args.webhook_url, webhook_listen=args.webhook_listen, recall_details_by=args.recall_details,
-                run_id=run_id,
+                plates=args.plates, run_id=run_id,
             )
     except (FleetFileError, DatabaseError, ValueError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, even for DuckDB's messages

@@ -18,7 +18,8 @@ from flows.defaults import DEFAULT_DB, DEFAULT_LAKE  # absolute: Prefect loads t
 
 from tasks.plan import DEFAULT_DATASETS, Plan
 from tasks.session import holds_run_lock
-from tasks.summary import add_counts, budget_left, final_status, record_batch, record_chunk, start_summary
+from tasks.summary import (add_counts, budget_left, final_status, record_batch, record_chunk, record_plates, replan,
+                           start_summary)
 from tasks.refresh import (
     check_recalls,
     fetch_dataset_chunk,
@@ -26,6 +27,7 @@ from tasks.refresh import (
     ingest_fleet,
     plan_refresh,
     recall_details,
+    resolve_plates,
 )
 
 CHUNKS_IN_FLIGHT = 2  # per dataset: one fetching, one landing
@@ -84,24 +86,26 @@ def refresh_fleet(
     webhook_listen: str | None = None,
     run_id: str | None = None,
     recall_details_by: str = "vin",
+    plates: bool = True,
 ) -> dict[str, Any]:
     """Turn fleet files into fresh tables, calling only for what is stale and never paying twice."""
     run_id = run_id or new_run_id()
     datasets = list(datasets or DEFAULT_DATASETS)
     parameters = {"datasets": datasets, "max_units": max_units, "force": force, "dry_run": dry_run,
                   "freshness": freshness, "chunk_size": chunk_size, "batch_size": batch_size,
-                  "recall_details_by": recall_details_by}
-    ingest = ingest_fleet(paths, db, run_id, vin_column, parameters)
+                  "recall_details_by": recall_details_by, "plates": plates}
+    ingest = ingest_fleet(paths, db, run_id, vin_column, parameters, plates)
     plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness))
     summary = start_summary(run_id, ingest, plan)
 
-    if max_units is not None and plan.estimated_units > max_units:
-        summary["status"] = "refused"
-        summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {max_units}: "
-                              "nothing was called")
-        return finish_refresh(db, run_id, summary, None)
-    if dry_run:
-        summary["status"] = "planned"
+    refused = max_units is not None and plan.estimated_units > max_units
+    if refused or dry_run:
+        if plan.plates:  # nothing is called: rows waiting for a plate lookup are rejected as not looked up
+            record_plates(summary, resolve_plates(db, run_id, plan.plates.path, False, None, concurrency), None)
+        summary["status"] = "refused" if refused else "planned"
+        if refused:
+            summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {max_units}: "
+                                  "nothing was called")
         return finish_refresh(db, run_id, summary, None)
 
     # Without a budget, the recall batch is processed by the service while per-VIN chunks run, and
@@ -109,6 +113,12 @@ def refresh_fleet(
     # runs one task at a time so the budget each task sees is exact.
     parallel = max_units is None
     budget = max_units
+    if plan.plates:  # the VINs behind plates join the roster first, then every dataset is planned with them
+        found = resolve_plates(db, run_id, plan.plates.path, True, budget, concurrency)
+        budget = record_plates(summary, found, budget)
+        if found["valid"]:
+            plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness))
+            replan(summary, plan)
     recalls = plan.datasets.get("recalls")
     batch = None
     if recalls is not None:

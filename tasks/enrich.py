@@ -24,6 +24,9 @@ class Dataset:
     endpoint: str  # the endpoint's name in connectors.ENDPOINTS
     call: Call
     request: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda row: {}
+    # The markets the service answers this dataset for (tasks/markets.py); None = every vehicle.
+    # Other vehicles are `not_applicable`: planned out, never called, never failed.
+    markets: frozenset[str] | None = None
 
 
 # Where `/v2/marketvalue` takes a `state` (a US state, DC included) and where it counts kilometres.
@@ -63,12 +66,22 @@ def _value(client: AsyncVehicleDataClient, vin: str, row: Mapping[str, Any]) -> 
 DATASETS: dict[str, Dataset] = {
     d.name: d
     for d in (
+        # Every vehicle: "Decode a 17-character VIN into specifications ..., with an international-VIN
+        # fallback" (disableIntVINDecoding is never sent, so a non-US VIN is decoded by the fallback).
         Dataset("specs", "specs", lambda c, vin, row: c.specs(vin)),
-        Dataset("market_value", "market-value", _value, valuation_request),
-        Dataset("history", "history", lambda c, vin, row: c.history(vin)),
-        Dataset("lien_theft", "lien-theft", lambda c, vin, row: c.lien_theft(vin)),
+        # US and Canada: "state (optional US state ...)", "mileage (... miles in the US, kilometers in Canada)".
+        Dataset("market_value", "market-value", _value, valuation_request, markets=frozenset({"US", "CA"})),
+        # US: the report is title records ("junkAndSalvageInformation", "brandsInformation",
+        # "currentTitleInformation"), which US states keep; the issue lists it with the US-only services.
+        Dataset("history", "history", lambda c, vin, row: c.history(vin), markets=frozenset({"US"})),
+        # US: "Lien and theft records by VIN (US)".
+        Dataset("lien_theft", "lien-theft", lambda c, vin, row: c.lien_theft(vin), markets=frozenset({"US"})),
+        # Every vehicle: "Registered-owner lookup by VIN (enterprise plans only)" names no country.
         Dataset("ownership", "ownership", lambda c, vin, row: c.ownership(vin)),
-        Dataset("recall_details", "recalls", lambda c, vin, row: c.recalls(vin)),
+        # North America, for the batch check and the per-VIN details alike: the campaigns are NHTSA's
+        # ("nhtsa_campaign_number"), and North American VINs are the ones NHTSA's rules shape.
+        Dataset("recall_details", "recalls", lambda c, vin, row: c.recalls(vin),
+                markets=frozenset({"US", "CA", "MX"})),
     )
 }
 

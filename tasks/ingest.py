@@ -2,7 +2,9 @@
 
 `read_fleet` is the one entry point. Every data row of every file ends in exactly
 one place: the roster (first occurrence of a valid VIN), a collapsed duplicate
-(counted on the roster row), or `rejected` with its reason. A file that cannot be
+(counted on the roster row), `rejected` with its reason, or `plates`: a row with an
+empty VIN cell but a plate, whose VIN is looked up by plate (tasks/plates.py). A file
+of plates and states needs no VIN column at all. A file that cannot be
 used at all raises `FleetFileError` naming the file and the problem, before any
 result exists, so nothing is written downstream.
 
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.vins import WRONG_LENGTH, normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
+from tasks.vins import MISSING, WRONG_LENGTH, normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
 
 CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".tab"}
 PARQUET_SUFFIXES = {".parquet", ".pq"}
@@ -59,6 +61,7 @@ ROSTER_ALIASES = {
     "plate": {"plate", "platenumber", "licenseplate", "licenceplate", "license", "registration", "regnumber", "reg",
               "plaque", "immatriculation", "kennzeichen", "matricula"},
     "state": {"state", "platestate", "registrationstate", "licensestate", "province", "stateprovince"},
+    "country": {"country", "countrycode", "registrationcountry", "platecountry", "pays"},  # where it is registered
     "mileage": {"mileage", "miles", "odometer", "odometerreading", "odometermiles", "currentmileage", "mileagemi",
                 "mileagemiles", "odometermi"} | KM_HEADERS,
     "fleet": {"fleet", "fleetname", "division", "depot"},
@@ -112,6 +115,8 @@ class IngestResult:
     duplicates: int
     blank_rows: int = 0
     skipped_files: list[str] = field(default_factory=list)
+    # Rows with an empty VIN cell and a plate: their VIN is to be looked up (tasks/plates.py).
+    plates: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     @property
     def rejected_count(self) -> int:
@@ -123,7 +128,7 @@ class IngestResult:
         return self.rejected.height
 
     def summary(self) -> dict[str, int]:
-        return {
+        counts = {
             "rows_in": self.rows_in,
             "valid": self.valid,
             "duplicates": self.duplicates,
@@ -131,6 +136,9 @@ class IngestResult:
             "blank_rows": self.blank_rows,
             "files": len(self.files),
         }
+        if self.plates.height:  # rows_in = valid + duplicates + rejected + plate_rows until they are looked up
+            counts["plate_rows"] = self.plates.height
+        return counts
 
 
 def _ascii(name: str) -> str:
@@ -414,12 +422,36 @@ def _roster_names(columns: list[str], vin_name: str) -> dict[str, str]:
     return renames
 
 
+NO_VIN_COLUMN = "\x00no VIN column"  # stands in for the VIN column of a file of plates (no header is named so)
+
+
+def _roles(columns: list[str]) -> set[str]:
+    """The roster columns (plate, state, country...) a file's headers name."""
+    keys = {_header_key(c) for c in columns}
+    return {role for role, aliases in ROSTER_ALIASES.items() if keys & (aliases | {_header_key(role)})}
+
+
+def _find_vin_or_plates(frame: pl.DataFrame, path: Path, vin_column: str | None) -> str:
+    """The VIN column; a file without one but with plate and state (or country) columns is a file of plates."""
+    try:
+        return find_vin_column(frame.columns, path, vin_column)
+    except FleetFileError as exc:
+        roles = _roles(frame.columns)
+        if vin_column is None and "plate" in roles and roles & {"state", "country"} and "no VIN column" in exc.problem:
+            return NO_VIN_COLUMN
+        if vin_column is None and "plate" in roles and "no VIN column" in exc.problem:
+            raise FleetFileError(path, f"{exc.problem} (a file of plates needs a state or country column too)") from None
+        raise
+
+
 def _prepare(path: Path, vin_column: str | None) -> tuple[pl.DataFrame, int]:
     """One file's data rows (blank lines removed but still numbered) and how many blank lines it had."""
     frame = _read_one(path)
     if not frame.columns:
         raise FleetFileError(path, EMPTY)
-    vin_name = find_vin_column(frame.columns, path, vin_column)
+    vin_name = _find_vin_or_plates(frame, path, vin_column)
+    if vin_name == NO_VIN_COLUMN:
+        frame = frame.with_columns(pl.lit(None, pl.String).alias(NO_VIN_COLUMN))
     if frame.height == 0:
         raise FleetFileError(path, NO_ROWS)
     frame = _as_text(frame, path, vin_name)
@@ -512,6 +544,14 @@ def read_fleet(paths: list[str | Path] | str | Path, vin_column: str | None = No
         .alias("reason")
     ).drop("_too_long")
 
+    rows_in = rows.height
+    plates = None
+    if "plate" in rows.columns:
+        # An empty VIN cell with a plate beside it: the VIN is looked up by plate later, not rejected.
+        waits = ((pl.col("reason") == MISSING) & (pl.col("plate").str.strip_chars().str.len_chars() > 0)).fill_null(False)
+        plates = _tidy(rows.filter(waits).drop("reason", "raw_vin", "vin", "check_digit_valid"))
+        if plates.height:
+            rows = rows.filter(~waits)
     rejected = (
         rows.filter(pl.col("reason").is_not_null())
         .select("source_file", "source_row", pl.col("raw_vin").alias("raw_value"), "reason")
@@ -524,23 +564,11 @@ def read_fleet(paths: list[str | Path] | str | Path, vin_column: str | None = No
         .group_by("vin", maintain_order=True)
         .agg(pl.col("index").first(), (pl.len() - 1).cast(pl.Int64).alias("duplicate_count"))
     )
-    rows_in = rows.height
     roster = rows.drop("reason", "raw_vin")[firsts["index"]].with_columns(firsts["duplicate_count"])
     del rows
     accepted_count = roster.height + int(firsts["duplicate_count"].sum())
     del firsts
-    if "mileage" in roster.columns:
-        header_unit = pl.col("_mileage_header_unit") if "_mileage_header_unit" in roster.columns else pl.lit(None, pl.String)
-        roster = roster.with_columns(_mileage_unit(header_unit), _parse_mileage(pl.col("mileage")).alias("mileage"))
-    roster = roster.drop("_mileage_header_unit", strict=False)
-    if "condition" in roster.columns:
-        roster = _condition(roster)
-    if "state" in roster.columns:
-        roster = roster.with_columns(pl.col("state").str.strip_chars().str.to_uppercase())
-    leading = [c for c in ROSTER_LEADING if c in roster.columns]
-    trailing = ["check_digit_valid", "duplicate_count"]
-    others = [c for c in roster.columns if c not in leading and c not in trailing]
-    roster = roster.select(leading + others + trailing)
+    roster = _tidy(roster)
 
     return IngestResult(
         roster=roster,
@@ -551,4 +579,22 @@ def read_fleet(paths: list[str | Path] | str | Path, vin_column: str | None = No
         duplicates=accepted_count - roster.height,
         blank_rows=blank_rows,
         skipped_files=skipped,
+        plates=plates if plates is not None else pl.DataFrame(),
     )
+
+
+def _tidy(frame: pl.DataFrame) -> pl.DataFrame:
+    """Roster columns in their types and order: mileage a number with its unit, condition checked, state upper
+    case, VIN and source first."""
+    if "mileage" in frame.columns:
+        header_unit = pl.col("_mileage_header_unit") if "_mileage_header_unit" in frame.columns else pl.lit(None, pl.String)
+        frame = frame.with_columns(_mileage_unit(header_unit), _parse_mileage(pl.col("mileage")).alias("mileage"))
+    frame = frame.drop("_mileage_header_unit", strict=False)
+    if "condition" in frame.columns:
+        frame = _condition(frame)
+    if "state" in frame.columns:
+        frame = frame.with_columns(pl.col("state").str.strip_chars().str.to_uppercase())
+    leading = [c for c in ROSTER_LEADING if c in frame.columns]
+    trailing = [c for c in ("check_digit_valid", "duplicate_count") if c in frame.columns]
+    others = [c for c in frame.columns if c not in leading and c not in trailing]
+    return frame.select(leading + others + trailing)

@@ -1,11 +1,11 @@
 """The refresh plan: which VINs are due per dataset, and what calling for them will cost.
 
-A VIN is due for a dataset when its last successful answer (`fetch_status`) is
-older than that dataset's freshness window, or when it never answered; `force`
-makes every VIN due. A "no data" answer (a 404) has its own, shorter window
-(`no_data`, 7 days): the service caches it for about a day and bills no 404.
-Due VIN lists are staged as Parquet so chunk tasks take a path and a slice,
-not a list.
+A dataset applies to the vehicles of the markets its declaration names (tasks/markets.py); the
+others are `not_applicable` and never called. An applicable VIN is due when its last successful
+answer (`fetch_status`) is older than the dataset's freshness window, or when it never answered;
+`force` makes every applicable VIN due. A "no data" answer (a 404) has its own, shorter window
+(`no_data`, 7 days): the service caches it for about a day and bills no 404. Due VIN lists are
+staged as Parquet so chunk tasks take a path and a slice, not a list.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ import polars as pl
 from connectors import estimate_units
 
 from .enrich import DATASETS as ENRICHMENT
+from .enrich import Dataset
+from .markets import in_scope, with_market
+from .plates import PlatePlan, plan_plates
 from .storage import Database
 
 ALL_DATASETS = ("specs", "market_value", "history", "lien_theft", "recalls", "ownership")
@@ -48,6 +51,7 @@ class DatasetPlan:
     estimated_units: int
     path: str | None  # staged due VINs (Parquet), None when nothing is due
     no_data_due: int = 0  # of `due`: VINs whose last answer was "no data", asked again after its window
+    not_applicable: int = 0  # roster VINs outside the dataset's markets: roster = not_applicable + skipped_fresh + due
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         return [(start, min(size, self.due - start)) for start in range(0, self.due, size)]
@@ -58,10 +62,19 @@ class Plan:
     run_id: str
     datasets: dict[str, DatasetPlan] = field(default_factory=dict)
     no_data_window: str | None = None  # e.g. "7d", shown with the plan
+    plates: PlatePlan | None = None  # plate lookups for rows without a VIN, priced before any is made
 
     @property
     def estimated_units(self) -> int:
-        return sum(d.estimated_units for d in self.datasets.values())
+        return sum(d.estimated_units for d in self.datasets.values()) + (self.plates.estimated_units if self.plates else 0)
+
+    @property
+    def plate_vehicle_ceiling(self) -> int:
+        """The datasets of the vehicles plates may find are priced once found: at most one call each per plate."""
+        if not self.plates:
+            return 0
+        per_vin = sum(1 if d.dataset == "recalls" else estimate_units(d.endpoint) for d in self.datasets.values())
+        return self.plates.lookups * per_vin
 
     @property
     def recall_detail_ceiling(self) -> int:
@@ -71,11 +84,28 @@ class Plan:
 
     def to_dict(self) -> dict:
         return {"run_id": self.run_id, "datasets": {k: asdict(v) for k, v in self.datasets.items()},
-                "no_data_window": self.no_data_window}
+                "no_data_window": self.no_data_window, "plates": asdict(self.plates) if self.plates else None}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Plan":
-        return cls(data["run_id"], {k: DatasetPlan(**v) for k, v in data["datasets"].items()}, data.get("no_data_window"))
+        plates = PlatePlan(**data["plates"]) if data.get("plates") else None
+        return cls(data["run_id"], {k: DatasetPlan(**v) for k, v in data["datasets"].items()},
+                   data.get("no_data_window"), plates)
+
+
+def declaration(dataset: str) -> Dataset:
+    """The declaration a plan dataset is fetched by: recalls are batch-checked, then detailed per VIN."""
+    return ENRICHMENT["recall_details" if dataset == "recalls" else dataset]
+
+
+def applicability_table() -> str:
+    """Which datasets apply to which vehicles, as the README shows it (derived from the declarations)."""
+    lines = ["| dataset | applies to vehicles registered in |", "|---|---|"]
+    for name in ALL_DATASETS:
+        markets = declaration(name).markets
+        where = "anywhere" if markets is None else ", ".join(sorted(markets))
+        lines.append(f"| {name} | {where} |")
+    return "\n".join(lines)
 
 
 def parse_freshness(overrides: dict[str, str] | None) -> dict[str, timedelta]:
@@ -100,19 +130,25 @@ def make_plan(
     force: bool = False,
     freshness: dict[str, timedelta] | None = None,
     now: datetime | None = None,
+    plates_waiting: Path | None = None,
 ) -> Plan:
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")
     windows = {NO_DATA: DEFAULT_NO_DATA_FRESHNESS, **(freshness or DEFAULT_FRESHNESS)}
     now = now or datetime.now(timezone.utc)
-    roster = int(db.query("roster_count", run_id=run_id).item(0, 0))
-    plan = Plan(run_id, no_data_window=age_text(windows[NO_DATA]))
+    vehicles = with_market(db.query("roster_markets", run_id=run_id))
+    roster = vehicles.height
+    plan = Plan(run_id, no_data_window=age_text(windows[NO_DATA]),
+                plates=plan_plates(str(plates_waiting)) if plates_waiting and plates_waiting.exists() else None)
     staging_dir.mkdir(parents=True, exist_ok=True)
     for dataset in datasets:
+        scope = in_scope(vehicles, declaration(dataset).markets)
         no_data_window = min(windows[NO_DATA], windows[dataset])
         due = db.query("due_vins", run_id=run_id, dataset=dataset, force=force, fresh_after=now - windows[dataset],
                        no_data_after=now - no_data_window)
+        if scope.height < roster:
+            due = due.filter(pl.col("vin").is_in(scope["vin"].implode()))
         no_data_due = int(due["last_outcome"].eq("no_data").sum())
         due = due.drop("last_outcome")
         path = None
@@ -121,8 +157,8 @@ def make_plan(
             due.write_parquet(path)
         endpoint = "recalls-batch-submit" if dataset == "recalls" else ENRICHMENT[dataset].endpoint
         units = due.height if dataset == "recalls" else due.height * estimate_units(endpoint)
-        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, roster, due.height, roster - due.height, units, path,
-                                             no_data_due)
+        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, roster, due.height, scope.height - due.height, units,
+                                             path, no_data_due, not_applicable=roster - scope.height)
     return plan
 
 

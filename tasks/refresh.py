@@ -27,6 +27,7 @@ from .ingest import read_fleet
 from .landing import land_enrichment
 from .lanes import fetch_turn, forget_run
 from .plan import make_plan, parse_freshness, read_slice, read_vins
+from .plates import PlateLookups, land_lookups, look_up_plates, lookup_keys, settle_at_ingest
 from .recall_batches import run_recall_batches
 from .recall_details import fetch_recall_details
 from .storage import open_database
@@ -36,6 +37,7 @@ TASK = dict(cache_policy=NONE, persist_result=False, retries=0)
 _RUN_DATASET_COLUMNS = {
     **{k: pl.Int64 for k in ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",
                              "pending", "units", "calls")},
+    "not_applicable": pl.Int64,
     "stop_reason": pl.String,
 }
 
@@ -65,8 +67,14 @@ def remove_leftover_staging(db_path: str, run_id: str) -> list[Path]:
     return removed
 
 
+def plates_waiting(db_path: str, run_id: str) -> Path:
+    """Rows with a plate instead of a VIN, staged by the ingest for the plate lookups."""
+    return staging_dir(db_path, run_id) / "plates_waiting.parquet"
+
+
 @task(name="ingest-fleet", **TASK)
-def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | None, parameters: dict) -> dict[str, int]:
+def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | None, parameters: dict,
+                 plates: bool = True) -> dict[str, int]:
     """Read the fleet file(s) and land the roster and rejected rows; nothing lands if a file is unusable."""
     reporter = progress.current()
     reporter.start("ingest", "Reading fleet files", 1)
@@ -74,18 +82,47 @@ def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | 
     with open_database(db_path) as db:
         db.start_run("refresh", [str(f) for f in result.files] or paths, parameters, run_id=run_id)
         failpoint("ingest")  # crash tests: the run is recorded, its roster not yet landed
-        db.land_chunk({"vehicles": result.roster, "rejected_rows": result.rejected}, run_id)
+        roster, rejected, counts = result.roster, result.rejected, result.summary()
+        if result.plates.height:  # settle what needs no call; stage the rest for resolve_plates
+            roster, rejected, counts = settle_at_ingest(db, result, enabled=plates,
+                                                        waiting_path=plates_waiting(db_path, run_id))
+        db.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run_id)
     session.publish_if_due(db_path)
     reporter.finish("ingest")
-    get_run_logger().info("ingested %s", result.summary())
-    return result.summary()
+    get_run_logger().info("ingested %s", counts)
+    return counts
+
+
+@task(name="resolve-plates", **TASK)
+def resolve_plates(db_path: str, run_id: str, waiting_path: str, look_up: bool, budget_left: int | None,
+                   concurrency: int) -> dict[str, Any]:
+    """Look up the VINs behind the staged plates (one task; `concurrency` calls at a time) and land each row.
+
+    With `look_up` false (a dry run, a refused plan) nothing is called: the rows are rejected as not
+    looked up, and the next run asks for them.
+    """
+    waiting = pl.read_parquet(waiting_path)
+    keys = lookup_keys(waiting)
+    reporter = progress.current()
+    if look_up:
+        reporter.start("plates", "Plate lookups", len(keys))
+        lookups = asyncio.run(look_up_plates(keys, settings=Settings.from_env(), concurrency=concurrency,
+                                             budget=Budget(budget_left), on_progress=lambda n: reporter.advance("plates", n)))
+    else:
+        lookups = PlateLookups(not_looked_up=keys)
+    with open_database(db_path) as db:
+        outcome = land_lookups(db, run_id, waiting, lookups)
+    Path(waiting_path).unlink(missing_ok=True)  # settled: a second plan of this run has no plates left to price
+    get_run_logger().info("plates: %s", outcome)
+    return outcome
 
 
 @task(name="plan-refresh", **TASK)
 def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None) -> dict:
     with open_database(db_path) as db:
         remove_leftover_staging(db_path, run_id)
-        plan = make_plan(db, run_id, datasets, staging_dir(db_path, run_id), force=force, freshness=parse_freshness(freshness))
+        plan = make_plan(db, run_id, datasets, staging_dir(db_path, run_id), force=force, freshness=parse_freshness(freshness),
+                         plates_waiting=plates_waiting(db_path, run_id))
     reporter = progress.current()
     reporter.say(plan_text(plan))
     get_run_logger().info(plan_text(plan))

@@ -53,6 +53,7 @@ LANDING_TABLES: dict[str, str | None] = {
     "fetch_status": None,  # resolves failures itself, per row's dataset
     "ownership_records": "ownership",
     "run_datasets": None,
+    "plate_resolutions": None,
 }
 # The `dataset` values used in `failures` (and raw_responses), in the user's words.
 DATASETS = ("specs", "market_value", "recalls", "history", "lien_theft", "ownership")
@@ -73,12 +74,13 @@ EXPORT_TABLES: dict[str, list[str]] = {
     "raw_responses": [],
     "fetch_status": [],
     "run_datasets": [],
+    "plate_resolutions": [],
 }
 
 VEHICLE_COLUMNS = (
     "vin", "unit_number", "plate", "state", "mileage", "fleet", "check_digit_valid", "duplicate_count",
     "source_file", "source_row", "run_id", "fetched_at", "extra",
-    "mileage_unit", "condition", "condition_rejected",
+    "mileage_unit", "condition", "condition_rejected", "vin_source",
 )  # fmt: skip
 
 
@@ -374,7 +376,7 @@ class Database:
             frame = pl.from_arrow(frame)  # type: ignore[assignment]
         assert isinstance(frame, pl.DataFrame)
         if table == "vehicles":
-            frame = _pack_vehicle_extras(frame)
+            frame = pack_vehicle_extras(frame)
         known = set(self.columns(table))
         unknown = [c for c in frame.columns if c not in known]
         if unknown:
@@ -440,7 +442,7 @@ class Database:
         return written
 
 
-def _pack_vehicle_extras(frame: pl.DataFrame) -> pl.DataFrame:
+def pack_vehicle_extras(frame: pl.DataFrame) -> pl.DataFrame:
     """Roster columns beyond the known ones go into the `extra` JSON object, keyed by header."""
     others = [c for c in frame.columns if c not in VEHICLE_COLUMNS]
     if not others or "extra" in frame.columns:

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .plan import Plan
 
-COLUMNS = ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed", "pending", "calls", "units")
-HEADERS = ("dataset", "VINs", "fresh", "due", "est.", "found", "none", "failed", "pending", "calls", "units")
+COLUMNS = ("roster", "not_applicable", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",
+           "pending", "calls", "units")
+# n/a: roster VINs the dataset does not apply to (tasks/markets.py): never called, never failed.
+HEADERS = ("dataset", "VINs", "n/a", "fresh", "due", "est.", "found", "none", "failed", "pending", "calls", "units")
 
 
 # --- bookkeeping: pure functions the flows use to add up what their tasks report ---------------------
@@ -28,7 +30,7 @@ def record_batch(summary: dict[str, Any], outcome: dict[str, Any], budget: int |
 
 
 def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str = "refresh") -> dict[str, Any]:
-    return {
+    summary = {
         "run_id": run_id,
         "kind": kind,
         "status": "running",
@@ -38,11 +40,40 @@ def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str =
         "units": 0,
         "calls": 0,
         "datasets": {
-            name: {"roster": d.roster, "skipped_fresh": d.skipped_fresh, "planned": d.due, "estimated_units": d.estimated_units,
+            name: {"roster": d.roster, "not_applicable": d.not_applicable, "skipped_fresh": d.skipped_fresh,
+                   "planned": d.due, "estimated_units": d.estimated_units,
                    "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "stop_reason": None}
             for name, d in plan.datasets.items()
         },
     }
+    if ingest.get("plate_rows"):
+        summary["plate_vehicle_ceiling"] = plan.plate_vehicle_ceiling
+        summary["plates"] = {"rows": ingest["plate_rows"], "known": ingest.get("plates_known", 0),
+                             "lookups": plan.plates.lookups if plan.plates else 0,
+                             "estimated_units": plan.plates.estimated_units if plan.plates else 0,
+                             "found": 0, "not_found": 0, "failed": 0, "not_looked_up": 0, "calls": 0, "units": 0,
+                             "stop_reason": None}
+    return summary
+
+
+def record_plates(summary: dict[str, Any], outcome: dict[str, Any], budget: int | None) -> int | None:
+    """The plate lookups' outcome: rows waiting for them now count as valid, duplicates or rejected."""
+    add_counts(summary["plates"], **{k: outcome[k] for k in ("found", "not_found", "failed", "not_looked_up", "calls",
+                                                           "units")}, stop_reason=outcome["stop_reason"])
+    ingest = summary["ingest"]
+    add_counts(ingest, valid=outcome["valid"], duplicates=outcome["duplicates"], rejected=outcome["rejected"])
+    ingest["plates_waiting"] = 0
+    add_counts(summary, calls=outcome["calls"], units=outcome["units"])
+    return budget_left(budget, outcome["units"])
+
+
+def replan(summary: dict[str, Any], plan: "Plan") -> None:
+    """The plan made again once plates found their VINs: the datasets' figures now include those vehicles."""
+    fresh = start_summary(summary["run_id"], summary["ingest"], plan, summary.get("kind", "refresh"))
+    for key in ("recall_detail_ceiling", "datasets"):
+        summary[key] = fresh[key]
+    summary["estimated_units"] = fresh["estimated_units"] + (summary.get("plates") or {}).get("estimated_units", 0)
+    summary["plate_vehicle_ceiling"] = 0
 
 
 def add_counts(target: dict[str, Any], stop_reason: str | None = None, **amounts: int) -> None:
@@ -61,7 +92,9 @@ def final_status(summary: dict[str, Any]) -> None:
     for counts in summary["datasets"].values():
         add_counts(summary, calls=counts["calls"], units=counts["units"])
     details = summary.get("recall_details") or {}
+    plates = summary.get("plates") or {}
     unfinished = any(c.get("failed") or c.get("pending") for c in [*summary["datasets"].values(), details])
+    unfinished = unfinished or bool(plates.get("failed") or plates.get("not_looked_up"))
     summary["status"] = "partial" if unfinished else "completed"
 
 
@@ -70,12 +103,18 @@ def plan_text(plan: "Plan") -> str:
     from connectors import ENDPOINTS
 
     lines = [f"Plan: {plan.estimated_units} units"
-             + (f" (+ up to {plan.recall_detail_ceiling} for recall campaign details)" if plan.recall_detail_ceiling else "")]
+             + (f" (+ up to {plan.recall_detail_ceiling} for recall campaign details)" if plan.recall_detail_ceiling else "")
+             + (f" (+ up to {plan.plate_vehicle_ceiling} for the vehicles plates find)" if plan.plate_vehicle_ceiling else "")]
+    if plan.plates:  # looked up first: the VINs behind the plates join the roster, then the datasets
+        p = plan.plates
+        lines.append(f"  {'plates':<13}{ENDPOINTS['plate'].path:<25}{f'{p.lookups} calls':>11}{p.estimated_units:>8} units"
+                     f"  ({p.rows} rows without a VIN)")
     for name, d in plan.datasets.items():
         calls = f"{d.due} VINs" if name == "recalls" else f"{d.due} calls"  # batched, 1 unit per VIN
         again = f"  ({d.no_data_due} no data before)" if d.no_data_due else ""
         lines.append(f"  {name:<13}{ENDPOINTS[d.endpoint].path:<25}{calls:>11}{d.estimated_units:>8} units"
-                     f"{d.skipped_fresh:>7} fresh{again}")
+                     f"{d.skipped_fresh:>7} fresh"
+                     + (f"{d.not_applicable:>7} not applicable" if d.not_applicable else "") + again)
     if plan.no_data_window:
         lines.append(f"  no data: asked again after {plan.no_data_window} (--fresh no_data=AGE)")
     return "\n".join(lines)
@@ -86,12 +125,17 @@ def plan_text(plan: "Plan") -> str:
 
 def rows(summary: dict[str, Any]) -> list[list[str]]:
     out = []
+    plates = summary.get("plates")
+    if plates:  # VINs = rows with a plate instead; fresh = found by an earlier run's lookup; due = lookups
+        out.append(["plates", str(plates["rows"]), "", str(plates["known"]),
+                    *(str(plates[k]) for k in ("lookups", "estimated_units", "found", "not_found", "failed",
+                                               "not_looked_up", "calls", "units"))])
     for name, d in summary["datasets"].items():
         out.append([name] + ["" if d.get(c) is None else str(d.get(c)) for c in COLUMNS])
     details = summary.get("recall_details")
     if details and details.get("due"):
         found = details["by_model"] + details["by_vin"]
-        out.append(["recall details", "", "", str(details["due"]), "", str(found), "", str(details["failed"]),
+        out.append(["recall details", "", "", "", str(details["due"]), "", str(found), "", str(details["failed"]),
                      str(details["pending"]), str(details["calls"]), str(details["units"])])
     return out
 
@@ -101,9 +145,12 @@ def headline(summary: dict[str, Any]) -> str:
     parts = [
         f"run {summary['run_id']}: {summary['status']}",
         f"{ingest.get('rows_in', 0)} rows in, {ingest.get('valid', 0)} VINs, "
-        f"{ingest.get('duplicates', 0)} duplicates, {ingest.get('rejected', 0)} rejected",
+        f"{ingest.get('duplicates', 0)} duplicates, {ingest.get('rejected', 0)} rejected"
+        + (f" ({ingest['plate_rows']} with a plate instead of a VIN)" if ingest.get("plate_rows") else ""),
         f"estimated {summary['estimated_units']} units"
-        + (f" (+ up to {summary['recall_detail_ceiling']} for recall details)" if summary.get("recall_detail_ceiling") else ""),
+        + (f" (+ up to {summary['recall_detail_ceiling']} for recall details)" if summary.get("recall_detail_ceiling") else "")
+        + (f" (+ up to {summary['plate_vehicle_ceiling']} for the vehicles plates find)"
+           if summary.get("plate_vehicle_ceiling") else ""),
         f"spent {summary['units']} units in {summary['calls']} calls",
     ]
     return "; ".join(parts)
@@ -112,6 +159,10 @@ def headline(summary: dict[str, Any]) -> str:
 def notes(summary: dict[str, Any]) -> list[str]:
     found = [f"{name}: stopped ({d['stop_reason']}); {d.get('pending') or 0} VINs left pending for the next run"
              for name, d in summary["datasets"].items() if d.get("stop_reason")]
+    plates = summary.get("plates") or {}
+    if plates.get("stop_reason"):
+        found.insert(0, f"plates: stopped ({plates['stop_reason']}); {plates['not_looked_up']} plates not looked up, "
+                        "their rows rejected as plate_not_looked_up until the next run")
     if summary.get("message"):
         found.insert(0, summary["message"])
     return found

@@ -14,8 +14,8 @@ V1, V2, V3, V4 = "1HGCM82633A004352", "1FTFW1E50KFA12345", "5YJ3E1EA2JF000316", 
 
 
 def accounted(result) -> None:
-    """Every data row is in exactly one place."""
-    assert result.rows_in == result.roster.height + result.duplicates + result.rejected.height
+    """Every data row is in exactly one place (rows waiting for a plate lookup are one)."""
+    assert result.rows_in == result.roster.height + result.duplicates + result.rejected.height + result.plates.height
     assert result.valid == result.roster.height
     assert result.duplicates == result.roster["duplicate_count"].sum()
 
@@ -68,6 +68,53 @@ def test_sample_fleet_accounts_for_every_row():
     # Non-North-American VINs with a "wrong" position 9 are kept and flagged.
     flagged = result.roster.filter(~pl.col("check_digit_valid"))
     assert flagged.height > 0 and not flagged["vin"].str.slice(0, 1).is_in(list("12345")).any()
+    # What a first `make demo` shows (tests/fixtures/make_sample_fleet.py): rows with a plate instead of a VIN,
+    # vehicles registered outside North America, and a condition column in several spellings.
+    assert result.plates.height == 14 and result.plates["plate"].is_not_null().all()
+    abroad = result.roster.filter(pl.col("country").is_not_null())
+    assert sorted(abroad["country"]) == ["DE", "DE", "GB", "JP", "SE"] and abroad["state"].is_null().all()
+    # Read in any spelling, kept as the spec's word; a value the spec does not know is set aside, as written.
+    assert set(result.roster["condition"].drop_nulls()) == {"clean", "average", "rough", "excellent"}
+    assert result.roster["condition_rejected"].drop_nulls().to_list() == ["like new"]
+
+
+def test_rows_with_a_plate_and_no_vin_wait_for_a_plate_lookup(tmp_path):
+    path = write(
+        tmp_path,
+        "fleet.csv",
+        "vin,plate,state,Registration Country,unit,mileage\n"
+        f"{V1},AAA111,TX,,ok,10\n"
+        ",BBB 222, tx ,,plate only,\"12,345\"\n"
+        ",,TX,,nothing,\n"
+        ",CCC333,,DE,plate and country,\n"
+        "1HGCM82633A00435,DDD444,TX,,short VIN with a plate,\n"
+        ",EEE555,,,plate alone,\n",
+    )
+    result = read_fleet([path])
+    assert result.plates.select("source_row", "plate", "state", "country", "unit_number", "mileage").rows() == [
+        (2, "BBB 222", "TX", None, "plate only", 12345),
+        (4, "CCC333", None, "DE", "plate and country", None),
+        (6, "EEE555", None, None, "plate alone", None),  # tasks/plates.py says why it cannot be looked up
+    ]
+    assert "vin" not in result.plates.columns and "reason" not in result.plates.columns
+    # A VIN cell that holds something is the user's VIN: it is checked, never replaced by a plate lookup.
+    assert result.rejected.select("source_row", "reason").rows() == [(3, "missing"), (5, "wrong_length")]
+    assert result.summary()["plate_rows"] == 3
+    accounted(result)
+
+
+def test_a_file_of_plates_and_states_needs_no_vin_column(tmp_path):
+    path = write(tmp_path, "plates.csv", "Licence Plate,Province,Unit\nABC123,ON,1\nXYZ9,TX,2\n")
+    result = read_fleet([path])
+    assert result.plates.select("source_row", "plate", "state").rows() == [(1, "ABC123", "ON"), (2, "XYZ9", "TX")]
+    assert result.roster.height == 0 and result.rejected.height == 0
+    accounted(result)
+    with pytest.raises(FleetFileError, match="no VIN column found.*a state or country column"):
+        read_fleet([write(tmp_path, "plates_only.csv", "unit,plate\n1,ABC\n")])
+
+
+def test_a_fleet_without_plate_only_rows_says_nothing_of_plates():
+    assert "plate_rows" not in read_fleet([FLEETS / "crlf.csv"]).summary()
 
 
 def test_sample_parquet_reads_like_csv():

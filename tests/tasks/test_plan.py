@@ -69,3 +69,24 @@ def test_no_data_answers_are_asked_again_after_their_own_shorter_window(store, s
 def test_the_no_data_window_is_parsed_like_the_others():
     assert parse_freshness({})["no_data"] == timedelta(days=7)
     assert parse_freshness({"no_data": "3d"})["no_data"] == timedelta(days=3)
+
+
+def test_vehicles_a_dataset_cannot_answer_for_are_not_applicable_not_due(tmp_path):
+    import polars as pl
+
+    from tasks.plan import ALL_DATASETS, make_plan
+    from tasks.storage import open_database
+
+    na, europe, in_texas, in_ontario = "1HGCM82633A004352", "WBA3A5C50DF123456", "JTDKARFU4HL133505", "2T1BURHE0JC012345"
+    with open_database(tmp_path / "fleet.duckdb") as db:
+        run = db.start_run("refresh", ["fleet.csv"])
+        db.land("vehicles", pl.DataFrame({"vin": [na, europe, in_texas, in_ontario], "state": [None, None, "TX", "ON"]}), run)
+        plan = make_plan(db, run, ALL_DATASETS, tmp_path / "staging")
+        counts = {d: (p.not_applicable, p.due) for d, p in plan.datasets.items()}
+        assert counts == {"specs": (0, 4), "market_value": (1, 3), "history": (2, 2), "lien_theft": (2, 2),
+                          "recalls": (1, 3), "ownership": (0, 4)}
+        for d in plan.datasets.values():
+            assert d.roster == d.not_applicable + d.skipped_fresh + d.due
+        assert pl.read_parquet(plan.datasets["lien_theft"].path)["vin"].to_list() == [na, in_texas]
+        assert europe not in pl.read_parquet(plan.datasets["recalls"].path)["vin"].to_list()
+        assert plan.estimated_units == 4 + 3 + 2 + 2 + 3 + 4
