@@ -8,7 +8,9 @@ first answer for free), or a real batch id (polled, never resubmitted).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -17,13 +19,14 @@ from typing import Any, Callable
 
 import polars as pl
 
-from connectors import AsyncVehicleDataClient, CallRecord, Settings
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings
 from connectors import errors as e
 from connectors.models import BatchJob, BatchStatus
 from connectors.webhooks import BatchWebhookReceiver
 
 from . import staging
-from .enrich import STOPPING_ERRORS, Budget
+from .enrich import Budget
+from .stops import STOPPING_ERRORS, Pass, Stopped, Stops
 from .failpoints import failpoint
 from .landing import fetch_status_frame
 from .storage import Database
@@ -34,6 +37,7 @@ LEDGER_SCHEMA = {
     "vins_count": pl.Int32, "vins_chunk": pl.String, "webhook_url": pl.String, "message": pl.String,
     "fetched_at": staging.TS,
 }
+API = ENDPOINTS["recalls-batch-submit"].api  # submit, status and results share the recalls quota
 
 
 @dataclass
@@ -54,9 +58,15 @@ class _Calls:
 
     batch_id: str | None = None
     rows: list[tuple[str, CallRecord, datetime, str | None]] = field(default_factory=list)
+    leave: Pass | None = None  # the call in progress's leave to start (tasks/stops.py)
 
     def __call__(self, record: CallRecord) -> None:
         self.rows.append((uuid.uuid4().hex, record, _now(), self.batch_id))
+        if self.leave is not None:
+            self.leave.answered(record.status)
+
+    def hold(self, leave: Pass | None) -> None:
+        self.leave = leave
 
     def take(self) -> list[tuple[str, CallRecord, datetime, str | None]]:
         rows, self.rows = self.rows, []
@@ -84,10 +94,12 @@ async def run_recall_batches(
     webhook_listen: str | None = None,
     poll_interval: float = 1.0,
     budget: Budget | None = None,
+    stops: Stops | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> RecallOutcome:
     outcome = RecallOutcome()
     budget = budget or Budget(None)
+    stops = stops or Stops()
     calls = _Calls()
     batches_dir.mkdir(parents=True, exist_ok=True)
     unfinished = db.query("unfinished_recall_batches").to_dicts()
@@ -109,16 +121,18 @@ async def run_recall_batches(
         for entry in unfinished:
             vins = _chunk_vins(entry)
             if entry["batch_id"].startswith("pending:"):
-                job = await _submit(db, run_id, client, calls, vins, entry["idempotency_key"], entry["vins_chunk"], webhook_url, outcome)
+                job = await _submit(db, run_id, client, calls, vins, entry["idempotency_key"], entry["vins_chunk"], webhook_url, outcome, stops)
             else:
                 job = BatchJob(batchId=entry["batch_id"], status=entry["status"])
             if job is not None:  # an earlier run's receiver is gone: these are polled
                 to_poll.append((job, vins, entry["vins_chunk"], False))
+            else:
+                outcome.pending += len(vins)  # not sent: still in the ledger, resubmitted next run
         # 2. New batches for what is due, each recorded in the ledger before it is sent.
         for start in range(0, len(todo), batch_size):
             vins = todo[start : start + batch_size]
-            if outcome.stop_reason or not budget.reserve(len(vins)):
-                outcome.stop_reason = outcome.stop_reason or "max-units reached"
+            if outcome.stop_reason or stops.reason(API) or not budget.reserve(len(vins)):
+                outcome.stop_reason = outcome.stop_reason or stops.reason(API) or "max-units reached"
                 outcome.pending += len(todo) - start
                 break
             key = uuid.uuid4().hex
@@ -127,7 +141,7 @@ async def run_recall_batches(
             db.land("recall_batches", _ledger_row(None, batch_id=f"pending:{key}", status="submitting",
                                                   idempotency_key=key, vins_count=len(vins), vins_chunk=str(chunk_path),
                                                   webhook_url=webhook_url), run_id)
-            job = await _submit(db, run_id, client, calls, vins, key, str(chunk_path), webhook_url, outcome)
+            job = await _submit(db, run_id, client, calls, vins, key, str(chunk_path), webhook_url, outcome, stops)
             budget.settle(len(vins), job.totalVins or len(vins) if job else 0)
             if job is None:
                 outcome.pending += len(vins)
@@ -137,18 +151,19 @@ async def run_recall_batches(
         # 3. Poll each batch to the end and land its results with the ledger's final status.
         for job, vins, chunk_path, notified in to_poll:
             calls.batch_id = job.batchId
-            if await _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, webhooks if notified else None):
+            if await _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, stops, webhooks if notified else None):
                 Path(chunk_path).unlink(missing_ok=True)  # landed: the ledger no longer needs the VIN list
             if on_progress:
                 on_progress(len(vins))
     return outcome
 
 
-async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url, outcome) -> BatchJob | None:  # noqa: ANN001
+async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url, outcome, stops) -> BatchJob | None:  # noqa: ANN001
     try:
-        job = await client.submit_recalls_batch(vins, idempotency_key=key, webhook_url=webhook_url)
-    except STOPPING_ERRORS as exc:
-        outcome.stop_reason = f"{exc.status} {exc.message}"
+        job = await stops.call(API, lambda: client.submit_recalls_batch(vins, idempotency_key=key, webhook_url=webhook_url),
+                               calls.hold)
+    except (*STOPPING_ERRORS, Stopped) as exc:
+        outcome.stop_reason = _stop_reason(exc)
         _land_calls(db, run_id, calls, outcome)
         return None
     except e.VehicleDataError as exc:
@@ -168,19 +183,21 @@ async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url,
     return job
 
 
-async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, webhooks=None) -> bool:  # noqa: ANN001
+async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, stops, webhooks=None) -> bool:  # noqa: ANN001
     """Poll a batch to its end and land its results; False when it must be resumed later."""
     try:
-        done = await client.wait_for_recalls_batch(job.batchId, poll_interval=poll_interval, webhooks=webhooks)
+        done = await _wait_for_batch(client, calls, stops, job.batchId, poll_interval, webhooks)
         items = []
         if done.status.has_results or done.status is BatchStatus.FAILED:
             try:
-                results = await client.recalls_batch_results(job.batchId)
+                results = await stops.call(API, lambda: client.recalls_batch_results(job.batchId), calls.hold)
                 items, done = results.data.results, results.data.job.model_copy(update={"status_text": done.status_text})
-            except e.VehicleDataError:
+            except e.VehicleDataError as exc:
+                if isinstance(exc, STOPPING_ERRORS):
+                    raise
                 items = []
-    except STOPPING_ERRORS as exc:
-        outcome.stop_reason = f"{exc.status} {exc.message}"
+    except (*STOPPING_ERRORS, Stopped) as exc:
+        outcome.stop_reason = _stop_reason(exc)
         outcome.pending += len(vins)
         _land_calls(db, run_id, calls, outcome)
         return False
@@ -213,6 +230,30 @@ async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, 
     outcome.checked += len(items)
     outcome.failed += len(missing)
     return True
+
+
+async def _wait_for_batch(client, calls, stops, batch_id, poll_interval, webhooks, *, timeout: float = 3600.0,  # noqa: ANN001
+                          max_interval: float = 30.0, webhook_fallback: float = 60.0) -> BatchJob:
+    """Read the status until the batch ends: with growing pauses, or when its webhook arrives (and once a
+    minute in case a delivery is lost). Each read asks the run's stops first, like every other call."""
+    deadline = time.monotonic() + timeout
+    interval = poll_interval
+    while True:
+        job = await stops.call(API, lambda: client.recalls_batch_status(batch_id), calls.hold)
+        if job.status.is_terminal:
+            return job
+        pause = webhook_fallback if webhooks is not None else interval
+        if time.monotonic() + min(pause, 1.0) > deadline:
+            raise TimeoutError(f"batch {batch_id} still {job.status_text!r} after {timeout:.0f}s")
+        if webhooks is not None:
+            await webhooks.wait(batch_id, min(pause, max(0.0, deadline - time.monotonic())))
+        else:
+            await asyncio.sleep(interval)
+            interval = min(max_interval, interval * 1.5)
+
+
+def _stop_reason(exc: Exception) -> str:
+    return exc.reason if isinstance(exc, Stopped) else f"{exc.status} {exc.message}"  # type: ignore[attr-defined]
 
 
 def _land_calls(db: Database, run_id: str, calls: _Calls, outcome: RecallOutcome) -> None:
