@@ -111,17 +111,21 @@ async def run_recall_batches(
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(AsyncVehicleDataClient(settings, on_call=calls))
         webhooks = None
+        notify_url = webhook_url
         if webhook_listen:
             # Wait for the service's notification instead of polling (polling stays as a slow fallback).
+            # The service gets the URL with this run's secret token; the ledger keeps it without.
             host, _, port = webhook_listen.rpartition(":")
             webhooks = await stack.enter_async_context(BatchWebhookReceiver(host or "127.0.0.1", int(port or 0)))
             webhook_url = webhook_url or webhooks.url
+            notify_url = webhooks.notify_url(webhook_url)
         to_poll: list[tuple[BatchJob, list[str], str, bool]] = []  # job, VINs, VIN list file, notified here
         # 1. Entries an interrupted run left behind: resubmit pending ones with their key; poll the rest.
         for entry in unfinished:
             vins = _chunk_vins(entry)
             if entry["batch_id"].startswith("pending:"):
-                job = await _submit(db, run_id, client, calls, vins, entry["idempotency_key"], entry["vins_chunk"], webhook_url, outcome, stops)
+                job = await _submit(db, run_id, client, calls, vins, entry["idempotency_key"], entry["vins_chunk"], webhook_url, outcome, stops,
+                                    notify_url)
             else:
                 job = BatchJob(batchId=entry["batch_id"], status=entry["status"])
             if job is not None:  # an earlier run's receiver is gone: these are polled
@@ -141,26 +145,32 @@ async def run_recall_batches(
             db.land("recall_batches", _ledger_row(None, batch_id=f"pending:{key}", status="submitting",
                                                   idempotency_key=key, vins_count=len(vins), vins_chunk=str(chunk_path),
                                                   webhook_url=webhook_url), run_id)
-            job = await _submit(db, run_id, client, calls, vins, key, str(chunk_path), webhook_url, outcome, stops)
+            job = await _submit(db, run_id, client, calls, vins, key, str(chunk_path), webhook_url, outcome, stops, notify_url)
             budget.settle(len(vins), job.totalVins or len(vins) if job else 0)
             if job is None:
                 outcome.pending += len(vins)
                 continue
             outcome.submitted += 1
+            if webhooks is not None:
+                webhooks.expect(job.batchId)  # its delivery may come before its turn to be waited for
             to_poll.append((job, vins, str(chunk_path), webhooks is not None))
         # 3. Poll each batch to the end and land its results with the ledger's final status.
         for job, vins, chunk_path, notified in to_poll:
             calls.batch_id = job.batchId
             if await _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, stops, webhooks if notified else None):
                 Path(chunk_path).unlink(missing_ok=True)  # landed: the ledger no longer needs the VIN list
+            if notified:
+                webhooks.forget(job.batchId)
             if on_progress:
                 on_progress(len(vins))
     return outcome
 
 
-async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url, outcome, stops) -> BatchJob | None:  # noqa: ANN001
+async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url, outcome, stops,  # noqa: ANN001
+                  notify_url=None) -> BatchJob | None:
     try:
-        job = await stops.call(API, lambda: client.submit_recalls_batch(vins, idempotency_key=key, webhook_url=webhook_url),
+        job = await stops.call(API, lambda: client.submit_recalls_batch(vins, idempotency_key=key,
+                                                                        webhook_url=notify_url or webhook_url),
                                calls.hold)
     except (*STOPPING_ERRORS, Stopped) as exc:
         outcome.stop_reason = _stop_reason(exc)
