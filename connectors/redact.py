@@ -12,8 +12,9 @@ from typing import Any
 
 REDACTED = "[redacted]"
 
-# `key=...` in a query string, whatever the value; stops at the next separator.
-_KEY_PARAM = re.compile(r"([?&;]key=)[^&#\s'\"]*", re.IGNORECASE)
+# `key=...` in a query string, whatever the value; stops at the next separator. `token=` too: the
+# webhook URL's per-run secret (connectors/webhooks.py) travels the same way.
+_KEY_PARAM = re.compile(r"([?&;](?:key|token)=)[^&#\s'\"]*", re.IGNORECASE)
 
 
 def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:

@@ -213,11 +213,14 @@ def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None,
     except (ValueError, DatabaseError) as exc:
         return _fail(str(exc))
 
+    from .processes import start_prefect_server
+
     bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
     try:
         # Re-parsing calls nothing, so it needs no service (and starts no sandbox).
         target = contextlib.nullcontext() if args.reparse else service_settings()
         with target, (bars or contextlib.nullcontext()):
+            start_prefect_server()  # Prefect's temporary server, as a child that dies with this command
             if bars:
                 progress.use(bars)
             flows = sys.modules[__name__]

@@ -86,11 +86,13 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
     from tasks.storage import DatabaseError
     from tasks.summary import report
 
+    from .processes import start_prefect_server
     from .refresh import refresh_fleet  # imports Prefect: only once the files are known to be usable
 
     bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
     try:
         with service_settings(), (bars or contextlib.nullcontext()):
+            start_prefect_server()  # Prefect's temporary server, as a child that dies with this command
             if bars:
                 progress.use(bars)
             summary = refresh_fleet(

@@ -15,6 +15,7 @@ from prefect import flow
 from prefect.futures import as_completed
 
 from flows.defaults import DEFAULT_DB, DEFAULT_LAKE  # absolute: Prefect loads this file by path
+from flows.processes import die_with_parent_process
 
 from tasks.plan import DEFAULT_DATASETS, Plan
 from tasks.session import holds_run_lock
@@ -89,6 +90,7 @@ def refresh_fleet(
     plates: bool = True,
 ) -> dict[str, Any]:
     """Turn fleet files into fresh tables, calling only for what is stale and never paying twice."""
+    die_with_parent_process()  # under `fleet serve`, this runs in a child that must not outlive it
     run_id = run_id or new_run_id()
     datasets = list(datasets or DEFAULT_DATASETS)
     parameters = {"datasets": datasets, "max_units": max_units, "force": force, "dry_run": dry_run,

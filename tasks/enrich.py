@@ -1,7 +1,8 @@
-"""Per-VIN enrichment of one chunk: bounded async concurrency, quota/credit stops, a budget.
+"""Per-VIN enrichment of one chunk: bounded async concurrency, refusal stops, a budget.
 
 Plain async code (no Prefect): the flow wraps `fetch_chunk` in a chunk-sized task.
 Every VIN handed in comes back in exactly one list: found, no_data, failed or pending.
+Every call asks the run's `Stops` first (tasks/stops.py): after a refusal, no new call starts.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Mapping, Sequence
 
-from connectors import AsyncVehicleDataClient, CallRecord, Settings, estimate_units
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings, estimate_units
 from connectors import errors as e
+
+from .stops import STOPPING_ERRORS, Pass, Stops
 
 Call = Callable[[AsyncVehicleDataClient, str, Mapping[str, Any]], Awaitable[Any]]
 
@@ -85,8 +88,7 @@ DATASETS: dict[str, Dataset] = {
     )
 }
 
-# Errors after which no further call to the same endpoint can succeed this run.
-STOPPING_ERRORS = (e.QuotaExceededError, e.InsufficientCreditsError, e.PermissionDeniedError, e.AuthenticationError)
+MAX_UNITS = "max-units reached"
 
 
 class Budget:
@@ -131,22 +133,30 @@ async def fetch_chunk(
     settings: Settings,
     concurrency: int = 32,
     budget: Budget | None = None,
+    stops: Stops | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> ChunkResult:
-    """Fetch `dataset` for every row (each has at least `vin`). Stops the endpoint on quota/credits."""
+    """Fetch `dataset` for every row (each has at least `vin`). `stops`: the run's, shared by its chunks."""
     spec = DATASETS[dataset]
+    api = ENDPOINTS[spec.endpoint].api
     result = ChunkResult(dataset)
     budget = budget or Budget(None)
+    stops = stops or Stops()
     per_call = estimate_units(spec.endpoint, spec.request(rows[0]) if rows else {})
+    if stopped := stops.reason(api):  # refused earlier in the run: call nothing, leave every VIN due
+        return ChunkResult(dataset, pending=[r["vin"] for r in rows], stop_reason=stopped)
 
     units_by_vin: dict[str, int] = {}
     attempts_by_vin: dict[str, int] = {}
+    passes: dict[str, Pass] = {}  # VIN -> its call's leave to start, until the first answer settles it
 
     def observe(record: CallRecord) -> None:
         result.calls.append((uuid.uuid4().hex, record, _now(), None))
         if record.vin:
             units_by_vin[record.vin] = units_by_vin.get(record.vin, 0) + record.units
             attempts_by_vin[record.vin] = attempts_by_vin.get(record.vin, 0) + 1
+            if record.vin in passes:
+                passes[record.vin].answered(record.status)
 
     queue: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
     for row in rows:
@@ -159,9 +169,16 @@ async def fetch_chunk(
                 row = queue.get_nowait()
                 vin = row["vin"]
                 if result.stop_reason or not budget.reserve(per_call):
-                    result.stop_reason = result.stop_reason or "max-units reached"
+                    result.stop_reason = result.stop_reason or MAX_UNITS
                     result.pending.append(vin)
                     continue
+                leave = await stops.admit(api)
+                if leave.stopped:  # refused while this worker waited, here or in another chunk
+                    budget.settle(per_call, 0)
+                    result.stop_reason = result.stop_reason or leave.stopped
+                    result.pending.append(vin)
+                    continue
+                passes[vin] = leave
                 try:
                     answer = await spec.call(client, vin, row)
                     result.found.append((vin, answer, _now()))
@@ -172,11 +189,13 @@ async def fetch_chunk(
                     else:
                         result.no_data.append((vin, _now()))  # a stable answer: the VIN is checked
                 except STOPPING_ERRORS as exc:
-                    result.stop_reason = result.stop_reason or f"{exc.status} {exc.message}"
+                    reason = stops.refuse(api, exc)
+                    result.stop_reason = result.stop_reason or reason
                     result.pending.append(vin)
                 except e.VehicleDataError as exc:
                     result.failed.append(_failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
                 finally:
+                    passes.pop(vin).release()
                     budget.settle(per_call, units_by_vin.get(vin, 0))
                     if on_progress:
                         on_progress(1)

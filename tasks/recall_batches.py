@@ -12,7 +12,9 @@ first, billed answer was never recorded (its run died first), it is recorded the
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -21,13 +23,14 @@ from typing import Any, Callable
 
 import polars as pl
 
-from connectors import AsyncVehicleDataClient, CallRecord, Settings
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings
 from connectors import errors as e
 from connectors.models import BatchJob, BatchStatus
 from connectors.webhooks import BatchWebhookReceiver
 
 from . import staging
-from .enrich import STOPPING_ERRORS, Budget
+from .enrich import Budget
+from .stops import STOPPING_ERRORS, Pass, Stopped, Stops
 from .failpoints import failpoint
 from .landing import fetch_status_frame
 from .storage import Database
@@ -40,6 +43,7 @@ LEDGER_SCHEMA = {
     "vins_count": pl.Int32, "vins_chunk": pl.String, "webhook_url": pl.String, "message": pl.String,
     "fetched_at": staging.TS,
 }
+API = ENDPOINTS["recalls-batch-submit"].api  # submit, status and results share the recalls quota
 
 
 @dataclass
@@ -60,9 +64,15 @@ class _Calls:
 
     batch_id: str | None = None
     rows: list[tuple[str, CallRecord, datetime, str | None]] = field(default_factory=list)
+    leave: Pass | None = None  # the call in progress's leave to start (tasks/stops.py)
 
     def __call__(self, record: CallRecord) -> None:
         self.rows.append((uuid.uuid4().hex, record, _now(), self.batch_id))
+        if self.leave is not None:
+            self.leave.answered(record.status)
+
+    def hold(self, leave: Pass | None) -> None:
+        self.leave = leave
 
     def take(self) -> list[tuple[str, CallRecord, datetime, str | None]]:
         rows, self.rows = self.rows, []
@@ -90,12 +100,14 @@ async def run_recall_batches(
     webhook_listen: str | None = None,
     poll_interval: float = 1.0,
     budget: Budget | None = None,
+    stops: Stops | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> RecallOutcome:
     if not 1 <= batch_size <= MAX_BATCH_VINS:
         raise ValueError(f"a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs (the service's limit), not {batch_size:,}")
     outcome = RecallOutcome()
     budget = budget or Budget(None)
+    stops = stops or Stops()
     calls = _Calls()
     batches_dir.mkdir(parents=True, exist_ok=True)
     unfinished = db.query("unfinished_recall_batches").to_dicts()
@@ -107,27 +119,30 @@ async def run_recall_batches(
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(AsyncVehicleDataClient(settings, on_call=calls))
         webhooks = None
+        notify_url = webhook_url
         if webhook_listen:
             # Wait for the service's notification instead of polling (polling stays as a slow fallback).
+            # The service gets the URL with this run's secret token; the ledger keeps it without.
             host, _, port = webhook_listen.rpartition(":")
             webhooks = await stack.enter_async_context(BatchWebhookReceiver(host or "127.0.0.1", int(port or 0)))
             webhook_url = webhook_url or webhooks.url
+            notify_url = webhooks.notify_url(webhook_url)
         to_poll: list[tuple[BatchJob, list[str], str, bool]] = []  # job, VINs, VIN list file, notified here
         # 1. Entries an interrupted run left behind: resubmit pending ones with their key; poll the rest.
         for entry in unfinished:
             vins = _chunk_vins(entry)
             if entry["batch_id"].startswith("pending:"):
                 job = await _submit(db, run_id, client, calls, vins, entry["idempotency_key"], entry["vins_chunk"], webhook_url,
-                                    outcome, origin=(entry["run_id"], entry["fetched_at"]))
+                                    outcome, stops, notify_url, origin=(entry["run_id"], entry["fetched_at"]))
             else:
                 job = BatchJob(batchId=entry["batch_id"], status=entry["status"])
             if job is not None:  # an earlier run's receiver is gone: these are polled
-                to_poll.append((job, vins, entry["vins_chunk"], False))
+                to_poll.append((job, vins, entry["vins_chunk"], False))  # else counted pending or failed by _submit
         # 2. New batches for what is due, each recorded in the ledger before it is sent.
         for start in range(0, len(todo), batch_size):
             vins = todo[start : start + batch_size]
-            if outcome.stop_reason or not budget.reserve(len(vins)):
-                outcome.stop_reason = outcome.stop_reason or "max-units reached"
+            if outcome.stop_reason or stops.reason(API) or not budget.reserve(len(vins)):
+                outcome.stop_reason = outcome.stop_reason or stops.reason(API) or "max-units reached"
                 outcome.pending += len(todo) - start
                 break
             key = uuid.uuid4().hex
@@ -136,29 +151,36 @@ async def run_recall_batches(
             db.land("recall_batches", _ledger_row(None, batch_id=f"pending:{key}", status="submitting",
                                                   idempotency_key=key, vins_count=len(vins), vins_chunk=str(chunk_path),
                                                   webhook_url=webhook_url), run_id)
-            job = await _submit(db, run_id, client, calls, vins, key, str(chunk_path), webhook_url, outcome)
+            job = await _submit(db, run_id, client, calls, vins, key, str(chunk_path), webhook_url, outcome, stops, notify_url)
             budget.settle(len(vins), job.totalVins or len(vins) if job else 0)
             if job is None:  # counted pending or failed by _submit
                 continue
             outcome.submitted += 1
+            if webhooks is not None:
+                webhooks.expect(job.batchId)  # its delivery may come before its turn to be waited for
             to_poll.append((job, vins, str(chunk_path), webhooks is not None))
         # 3. Poll each batch to the end and land its results with the ledger's final status.
         for job, vins, chunk_path, notified in to_poll:
             calls.batch_id = job.batchId
-            if await _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, webhooks if notified else None):
+            if await _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, stops, webhooks if notified else None):
                 Path(chunk_path).unlink(missing_ok=True)  # landed: the ledger no longer needs the VIN list
+            if notified:
+                webhooks.forget(job.batchId)
             if on_progress:
                 on_progress(len(vins))
     return outcome
 
 
-async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url, outcome, origin=None) -> BatchJob | None:  # noqa: ANN001
+async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url, outcome, stops,  # noqa: ANN001
+                  notify_url=None, origin=None) -> BatchJob | None:
     """Submit one ledger entry's VINs. `origin`: (run, time) of the run that wrote the entry, when resuming it."""
     calls.batch_id = f"pending:{key}"  # calls made before a batch id is known are filed under the entry
     try:
-        job = await client.submit_recalls_batch(vins, idempotency_key=key, webhook_url=webhook_url)
-    except STOPPING_ERRORS as exc:
-        outcome.stop_reason = f"{exc.status} {exc.message}"
+        job = await stops.call(API, lambda: client.submit_recalls_batch(vins, idempotency_key=key,
+                                                                        webhook_url=notify_url or webhook_url),
+                               calls.hold)
+    except (*STOPPING_ERRORS, Stopped) as exc:
+        outcome.stop_reason = _stop_reason(exc)
         outcome.pending += len(vins)
         _land_calls(db, run_id, calls, outcome)
         return None
@@ -231,19 +253,21 @@ def _refuse(db, run_id, calls, vins, key, chunk_path, exc, outcome) -> None:  # 
     outcome.failed += len(failures)
 
 
-async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, webhooks=None) -> bool:  # noqa: ANN001
+async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, stops, webhooks=None) -> bool:  # noqa: ANN001
     """Poll a batch to its end and land its results; False when it must be resumed later."""
     try:
-        done = await client.wait_for_recalls_batch(job.batchId, poll_interval=poll_interval, webhooks=webhooks)
+        done = await _wait_for_batch(client, calls, stops, job.batchId, poll_interval, webhooks)
         items = []
         if done.status.has_results or done.status is BatchStatus.FAILED:
             try:
-                results = await client.recalls_batch_results(job.batchId)
+                results = await stops.call(API, lambda: client.recalls_batch_results(job.batchId), calls.hold)
                 items, done = results.data.results, results.data.job.model_copy(update={"status_text": done.status_text})
-            except e.VehicleDataError:
+            except e.VehicleDataError as exc:
+                if isinstance(exc, STOPPING_ERRORS):
+                    raise
                 items = []
-    except STOPPING_ERRORS as exc:
-        outcome.stop_reason = f"{exc.status} {exc.message}"
+    except (*STOPPING_ERRORS, Stopped) as exc:
+        outcome.stop_reason = _stop_reason(exc)
         outcome.pending += len(vins)
         _land_calls(db, run_id, calls, outcome)
         return False
@@ -276,6 +300,30 @@ async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, 
     outcome.checked += len(items)
     outcome.failed += len(missing)
     return True
+
+
+async def _wait_for_batch(client, calls, stops, batch_id, poll_interval, webhooks, *, timeout: float = 3600.0,  # noqa: ANN001
+                          max_interval: float = 30.0, webhook_fallback: float = 60.0) -> BatchJob:
+    """Read the status until the batch ends: with growing pauses, or when its webhook arrives (and once a
+    minute in case a delivery is lost). Each read asks the run's stops first, like every other call."""
+    deadline = time.monotonic() + timeout
+    interval = poll_interval
+    while True:
+        job = await stops.call(API, lambda: client.recalls_batch_status(batch_id), calls.hold)
+        if job.status.is_terminal:
+            return job
+        pause = webhook_fallback if webhooks is not None else interval
+        if time.monotonic() + min(pause, 1.0) > deadline:
+            raise TimeoutError(f"batch {batch_id} still {job.status_text!r} after {timeout:.0f}s")
+        if webhooks is not None:
+            await webhooks.wait(batch_id, min(pause, max(0.0, deadline - time.monotonic())))
+        else:
+            await asyncio.sleep(interval)
+            interval = min(max_interval, interval * 1.5)
+
+
+def _stop_reason(exc: Exception) -> str:
+    return exc.reason if isinstance(exc, Stopped) else f"{exc.status} {exc.message}"  # type: ignore[attr-defined]
 
 
 def _land_calls(db: Database, run_id: str, calls: _Calls, outcome: RecallOutcome) -> None:

@@ -18,11 +18,12 @@ from typing import Any, Callable
 
 import polars as pl
 
-from connectors import AsyncVehicleDataClient, CallRecord, Settings
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings
 from connectors import errors as e
 
 from . import staging
-from .enrich import STOPPING_ERRORS, Budget, ChunkResult, fetch_chunk
+from .enrich import Budget, ChunkResult, fetch_chunk
+from .stops import STOPPING_ERRORS, Stopped, Stops
 from .landing import land_enrichment
 from .storage import Database
 
@@ -50,12 +51,14 @@ async def fetch_recall_details(
     budget: Budget | None = None,
     concurrency: int = 32,
     chunk_size: int = 1000,
+    stops: Stops | None = None,
     on_progress: Callable[[int], None] | None = None,
     match: str = "vin",
 ) -> DetailsOutcome:
     if match not in MATCHES:
         raise ValueError(f"recall details are matched by {' or '.join(MATCHES)}, not {match!r}")
     budget = budget or Budget(None)
+    stops = stops or Stops()
     due = db.query("recall_details_due", run_id=run_id).to_dicts()
     outcome = DetailsOutcome(due=len(due))
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
@@ -72,7 +75,7 @@ async def fetch_recall_details(
         if sum(r["recall_count"] == top for r in rows) < 2:
             per_vin.extend(rows)
             continue
-        leftovers = await _by_model(db, run_id, rows, settings, budget, outcome)
+        leftovers = await _by_model(db, run_id, rows, settings, budget, outcome, stops)
         per_vin.extend(leftovers)
         if on_progress:
             on_progress(len(rows) - len(leftovers))
@@ -82,7 +85,8 @@ async def fetch_recall_details(
             outcome.pending += len(rows)
             continue
         result: ChunkResult = await fetch_chunk(
-            "recall_details", rows, settings=settings, concurrency=concurrency, budget=budget, on_progress=on_progress
+            "recall_details", rows, settings=settings, concurrency=concurrency, budget=budget, stops=stops,
+            on_progress=on_progress,
         )
         land_enrichment(db, run_id, result)
         outcome.by_vin += len(result.found) + len(result.no_data)
@@ -94,19 +98,31 @@ async def fetch_recall_details(
     return outcome
 
 
-async def _by_model(db, run_id, rows, settings, budget, outcome) -> list[dict[str, Any]]:  # noqa: ANN001
+async def _by_model(db, run_id, rows, settings, budget, outcome, stops) -> list[dict[str, Any]]:  # noqa: ANN001
     """List the model's campaigns once; return the VINs it cannot settle (they need a per-VIN lookup)."""
-    if outcome.stop_reason or not budget.reserve(1):
-        outcome.stop_reason = outcome.stop_reason or "max-units reached"
+    api = ENDPOINTS["recalls-ymm"].api
+    if outcome.stop_reason or stops.reason(api) or not budget.reserve(1):
+        outcome.stop_reason = outcome.stop_reason or stops.reason(api) or "max-units reached"
         return rows
     calls: list[tuple[str, CallRecord, datetime, str | None]] = []
+    leave: list = [None]  # the call's leave to start, settled by its first answer (tasks/stops.py)
+
+    def observe(record: CallRecord) -> None:
+        calls.append((uuid.uuid4().hex, record, _now(), None))
+        if leave[0] is not None:
+            leave[0].answered(record.status)
+
     first = rows[0]
-    async with AsyncVehicleDataClient(settings, on_call=lambda r: calls.append((uuid.uuid4().hex, r, _now(), None))) as client:
+    async with AsyncVehicleDataClient(settings, on_call=observe) as client:
         try:
-            listing = await client.recalls_by_model(first["year"], first["make"], first["model"])
+            listing = await stops.call(api, lambda: client.recalls_by_model(first["year"], first["make"], first["model"]),
+                                       lambda held: leave.__setitem__(0, held))
             pool = listing.data.recalls
         except STOPPING_ERRORS as exc:
             outcome.stop_reason = f"{exc.status} {exc.message}"
+            pool = None
+        except Stopped as exc:
+            outcome.stop_reason = exc.reason
             pool = None
         except e.VehicleDataError:
             pool = None  # not enabled, not found, or failing: the per-VIN route still works

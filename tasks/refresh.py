@@ -20,8 +20,8 @@ from prefect.cache_policies import NONE
 
 from connectors import Settings
 
-from . import progress, session
-from .enrich import Budget, ChunkResult, fetch_chunk
+from . import progress, session, stops
+from .enrich import Budget, fetch_chunk
 from .failpoints import failpoint
 from .ingest import read_fleet
 from .landing import land_enrichment
@@ -141,7 +141,8 @@ def check_recalls(db_path: str, run_id: str, due_path: str | None, batch_size: i
     with open_database(db_path) as db:
         outcome = asyncio.run(run_recall_batches(
             db, run_id, vins, settings=Settings.from_env(), batches_dir=batches_dir(db_path), batch_size=batch_size,
-            webhook_url=webhook_url, webhook_listen=webhook_listen, budget=Budget(budget_left), on_progress=lambda n: reporter.advance("recalls", n),
+            webhook_url=webhook_url, webhook_listen=webhook_listen, budget=Budget(budget_left), stops=stops.for_run(run_id),
+            on_progress=lambda n: reporter.advance("recalls", n),
         ))
     session.publish_if_due(db_path)
     get_run_logger().info("recall batches: %s", outcome)
@@ -156,7 +157,7 @@ def recall_details(db_path: str, run_id: str, budget_left: int | None, concurren
         reporter.start("recall_details", "Recall campaign details", due)
         outcome = asyncio.run(fetch_recall_details(
             db, run_id, settings=Settings.from_env(), budget=Budget(budget_left), concurrency=concurrency,
-            on_progress=lambda n: reporter.advance("recall_details", n), match=match,
+            stops=stops.for_run(run_id), on_progress=lambda n: reporter.advance("recall_details", n), match=match,
         ))
     session.publish_if_due(db_path)
     get_run_logger().info("recall details: %s", outcome)
@@ -169,16 +170,11 @@ def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str, 
     """Fetch one dataset for one chunk of due VINs and land it in one transaction."""
     rows = read_slice(due_path, offset, length)
     reporter = progress.current()
-    with fetch_turn(run_id, dataset) as turn:
-        if turn.stop_reason:  # an earlier chunk was refused: call nothing, leave these due
-            result = ChunkResult(dataset, pending=[r["vin"] for r in rows], stop_reason=turn.stop_reason)
-        else:
-            result = asyncio.run(fetch_chunk(
-                dataset, rows, settings=Settings.from_env(), concurrency=concurrency, budget=Budget(budget_left),
-                on_progress=lambda n: reporter.advance(dataset, n),
-            ))
-            if result.stop_reason:
-                turn.stop(result.stop_reason)
+    with fetch_turn(run_id, dataset):
+        result = asyncio.run(fetch_chunk(
+            dataset, rows, settings=Settings.from_env(), concurrency=concurrency, budget=Budget(budget_left),
+            stops=stops.for_run(run_id), on_progress=lambda n: reporter.advance(dataset, n),
+        ))
     if result.calls or result.failed:
         with open_database(db_path) as db:
             land_enrichment(db, run_id, result)
@@ -208,6 +204,7 @@ def finish_refresh(db_path: str, run_id: str, summary: dict[str, Any], lake: str
             db.export_parquet(lake)
     shutil.rmtree(staging_dir(db_path, run_id), ignore_errors=True)  # due lists are per run
     forget_run(run_id)
+    stops.forget_run(run_id)
     kind = summary.get("kind", "refresh")
     create_markdown_artifact(markdown=summary_markdown(summary), key=f"fleet-{kind}-summary",
                              description=f"fleet {kind} {run_id}")

@@ -1,4 +1,4 @@
-"""Fetch turns: one chunk of a dataset calls at a time; a stop is seen by every later chunk of the run."""
+"""Fetch turns: one chunk of a dataset calls at a time; datasets do not wait for each other."""
 
 from __future__ import annotations
 
@@ -32,20 +32,3 @@ def test_one_turn_at_a_time_per_dataset_and_datasets_do_not_wait_for_each_other(
     assert most["specs"] == 1 and most["history"] == 1  # never two chunks of one dataset calling
     assert most["both"] == 1  # but two datasets do call side by side
     forget_run("run-a")
-
-
-def test_a_stop_is_seen_by_later_chunks_of_the_same_run_only():
-    with fetch_turn("run-b", "market_value") as turn:
-        assert turn.stop_reason is None
-        turn.stop("quota exhausted (429)")
-        turn.stop("a later reason does not replace the first")
-    with fetch_turn("run-b", "market_value") as turn:
-        assert turn.stop_reason == "quota exhausted (429)"
-    with fetch_turn("run-b", "history") as turn:
-        assert turn.stop_reason is None
-    with fetch_turn("run-c", "market_value") as turn:
-        assert turn.stop_reason is None
-    forget_run("run-b")
-    with fetch_turn("run-b", "market_value") as turn:
-        assert turn.stop_reason is None
-    forget_run("run-c")

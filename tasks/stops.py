@@ -1,0 +1,171 @@
+"""Refusals that stop calling, shared by every call of a run in this process.
+
+A refusal has a scope. 401 (key missing, unknown or inactive), 403 `blocked` and 402
+`insufficient_credits` concern the key: every endpoint stops. A 403 tier message and a 429 quota
+concern one API (a quota group: `connectors.ENDPOINTS[...].api`): only it stops. Every call asks
+`admit` first, so no call starts once its key or API is stopped; calls already in flight finish.
+
+Until the key has been accepted once in the run, one call at a time goes out; until an API has
+been accepted once, one call at a time to it. A refused key therefore costs one call, and an API
+the plan lacks one call, instead of a burst of `--concurrency` calls per endpoint. The wait is one
+round trip per API at the start of a run. An attempt that gets no verdict (a 5xx, a dropped
+connection) lets the next call try while it backs off.
+
+Chunks run in threads, each with its own event loop: waiting is cross-thread and cross-loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Awaitable, Callable, TypeVar
+
+from connectors import errors as e
+
+# Errors after which no further call to the same endpoint can succeed this run.
+STOPPING_ERRORS = (e.QuotaExceededError, e.InsufficientCreditsError, e.PermissionDeniedError, e.AuthenticationError)
+_KEY_WIDE = (e.AuthenticationError, e.KeyBlockedError, e.InsufficientCreditsError)
+_REFUSALS = frozenset({401, 402, 403, 429})
+KEY = "the key"
+T = TypeVar("T")
+
+
+def _proves_acceptance(status: int | None) -> bool:
+    """An answer only an accepted key gets: data, or a stable "no data" (a 400 may come before the key check)."""
+    return status is not None and (200 <= status < 300 or status in (404, 409))
+
+
+class Stopped(Exception):
+    """A call that was not started: its key or its API is stopped in this run."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def is_key_wide(exc: BaseException) -> bool:
+    return isinstance(exc, _KEY_WIDE)
+
+
+class Pass:
+    """Leave to start one call. `stopped` says why it may not; `answered`/`release` end a probe."""
+
+    def __init__(self, stops: "Stops | None", api: str, stopped: str | None, probing: frozenset[str] = frozenset()):
+        self._stops, self.api, self.stopped, self._probing = stops, api, stopped, probing
+
+    def answered(self, status: int | None) -> None:
+        """An attempt came back with `status` (None: no answer). A refusal is settled by `Stops.refuse`."""
+        if self._probing and status not in _REFUSALS and self._stops is not None:
+            probing, self._probing = self._probing, frozenset()
+            self._stops._settle(probing, self.api, proven=_proves_acceptance(status))
+
+    def release(self) -> None:
+        """The call is over (whatever happened): let the next caller through."""
+        if self._probing and self._stops is not None:
+            probing, self._probing = self._probing, frozenset()
+            self._stops._settle(probing, self.api, proven=False)
+
+
+class Stops:
+    """One run's stops: what is stopped and why, which scopes are proven, who is probing."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stopped: dict[str, str] = {}  # scope (KEY or an API) -> reason
+        self._proven: set[str] = set()
+        self._probing: set[str] = set()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
+
+    def reason(self, api: str) -> str | None:
+        """Why calls to `api` are stopped in this run, if they are."""
+        with self._lock:
+            return self._stopped.get(KEY) or self._stopped.get(api)
+
+    def refuse(self, api: str, exc: e.APIStatusError) -> str:
+        """Record a refusal with its scope; returns the reason the caller reports."""
+        reason = f"{exc.status} {exc.message}"
+        scope = KEY if is_key_wide(exc) else api
+        with self._lock:
+            self._stopped.setdefault(scope, reason)
+            if scope != KEY:
+                self._proven.add(KEY)  # the service knew the key: it refused the API, not the key
+            reason = self._stopped.get(KEY) or self._stopped[scope]
+            waiters, self._waiters = self._waiters, []
+        _wake(waiters)
+        return reason
+
+    async def admit(self, api: str) -> Pass:
+        """Wait until a call to `api` may start (or is stopped)."""
+        while True:
+            with self._lock:
+                stopped = self._stopped.get(KEY) or self._stopped.get(api)
+                if stopped:
+                    return Pass(None, api, stopped)
+                unproven = {s for s in (KEY, api) if s not in self._proven}
+                if not unproven & self._probing:
+                    self._probing |= unproven
+                    return Pass(self, api, None, frozenset(unproven))
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append((asyncio.get_running_loop(), waiter))
+            try:
+                await waiter
+            finally:
+                with self._lock:
+                    if (asyncio.get_running_loop(), waiter) in self._waiters:
+                        self._waiters.remove((asyncio.get_running_loop(), waiter))
+
+    async def call(self, api: str, make: Callable[[], Awaitable[T]], on_leave: Callable[[Pass | None], None]) -> T:
+        """Run one call once admitted; a refusal stops its scope. Raises `Stopped` if it may not start.
+
+        `on_leave` hands the leave to the client's call observer (so the first answer settles a probe)
+        and takes it back (None) when the call is over.
+        """
+        leave = await self.admit(api)
+        if leave.stopped:
+            raise Stopped(leave.stopped)
+        on_leave(leave)
+        try:
+            return await make()
+        except STOPPING_ERRORS as exc:
+            self.refuse(api, exc)
+            raise
+        finally:
+            on_leave(None)
+            leave.release()
+
+    def _settle(self, probing: frozenset[str], api: str, *, proven: bool) -> None:
+        with self._lock:
+            self._probing -= probing
+            if proven:
+                self._proven |= {KEY, api}
+            waiters, self._waiters = self._waiters, []
+        _wake(waiters)
+
+
+def _wake(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]]) -> None:
+    for loop, future in waiters:
+        try:
+            loop.call_soon_threadsafe(_resolve, future)
+        except RuntimeError:  # that loop has closed: nobody is waiting there any more
+            pass
+
+
+def _resolve(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+_guard = threading.Lock()
+_runs: dict[str, Stops] = {}
+
+
+def for_run(run_id: str) -> Stops:
+    """The run's stops, shared by its chunk tasks, recall batches and recall details in this process."""
+    with _guard:
+        return _runs.setdefault(run_id, Stops())
+
+
+def forget_run(run_id: str) -> None:
+    """Drop a finished run's stops (a long-lived `fleet serve` process runs many)."""
+    with _guard:
+        _runs.pop(run_id, None)
