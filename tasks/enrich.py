@@ -10,10 +10,13 @@ import asyncio
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from connectors import AsyncVehicleDataClient, CallRecord, Settings, estimate_units
 from connectors import errors as e
+
+if TYPE_CHECKING:
+    from .journal import AnswerJournal
 
 Call = Callable[[AsyncVehicleDataClient, str, Mapping[str, Any]], Awaitable[Any]]
 
@@ -96,8 +99,12 @@ async def fetch_chunk(
     concurrency: int = 32,
     budget: Budget | None = None,
     on_progress: Callable[[int], None] | None = None,
+    journal: AnswerJournal | None = None,
 ) -> ChunkResult:
-    """Fetch `dataset` for every row (each has at least `vin`). Stops the endpoint on quota/credits."""
+    """Fetch `dataset` for every row (each has at least `vin`). Stops the endpoint on quota/credits.
+
+    With a `journal`, every attempt and every VIN's final answer is written to it as it arrives.
+    """
     spec = DATASETS[dataset]
     result = ChunkResult(dataset)
     budget = budget or Budget(None)
@@ -105,12 +112,23 @@ async def fetch_chunk(
 
     units_by_vin: dict[str, int] = {}
     attempts_by_vin: dict[str, int] = {}
+    settling: dict[str, tuple] = {}  # VIN -> its last call, journalled with the answer it settles
 
     def observe(record: CallRecord) -> None:
-        result.calls.append((uuid.uuid4().hex, record, _now(), None))
+        call = (uuid.uuid4().hex, record, _now(), None)
+        result.calls.append(call)
         if record.vin:
             units_by_vin[record.vin] = units_by_vin.get(record.vin, 0) + record.units
             attempts_by_vin[record.vin] = attempts_by_vin.get(record.vin, 0) + 1
+        if journal is not None:
+            if record.will_retry or not record.vin:
+                journal.attempt(call)
+            else:
+                settling[record.vin] = call
+
+    def settled(vin: str, outcome: str, at: datetime, **answer: Any) -> None:
+        if journal is not None:
+            journal.answer(settling.pop(vin, None), vin, outcome, at, **answer)
 
     queue: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
     for row in rows:
@@ -128,19 +146,27 @@ async def fetch_chunk(
                     continue
                 try:
                     answer = await spec.call(client, vin, row)
-                    result.found.append((vin, answer, _now()))
-                    result.requests[vin] = spec.request(row)
+                    at = _now()
+                    result.found.append((vin, answer, at))
+                    result.requests[vin] = asked = spec.request(row)
+                    settled(vin, "found", at, body=answer.raw, request=asked)
                 except e.NotFoundError as exc:
                     if isinstance(exc, (e.FeatureNotEnabledError, e.InvalidRegionError)):
-                        result.failed.append(_failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
+                        result.failed.append(failure := _failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
+                        settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
                     else:
-                        result.no_data.append((vin, _now()))  # a stable answer: the VIN is checked
+                        result.no_data.append((vin, at := _now()))  # a stable answer: the VIN is checked
+                        settled(vin, "no_data", at)
                 except STOPPING_ERRORS as exc:
                     result.stop_reason = result.stop_reason or f"{exc.status} {exc.message}"
                     result.pending.append(vin)
+                    settled(vin, "pending", _now(), message=f"{exc.status} {exc.message}")
                 except e.VehicleDataError as exc:
-                    result.failed.append(_failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
+                    result.failed.append(failure := _failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
+                    settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
                 finally:
+                    if vin in settling:  # no answer settled it (an unexpected error): still a call paid for
+                        journal.attempt(settling.pop(vin))  # type: ignore[union-attr]
                     budget.settle(per_call, units_by_vin.get(vin, 0))
                     if on_progress:
                         on_progress(1)

@@ -7,10 +7,12 @@ model's campaign count has all of them. Every other VIN gets `/v1/recalls`.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Callable
 
 import polars as pl
@@ -20,6 +22,7 @@ from connectors import errors as e
 
 from . import staging
 from .enrich import STOPPING_ERRORS, Budget, ChunkResult, fetch_chunk
+from .journal import AnswerJournal
 from .landing import land_enrichment
 from .storage import Database
 
@@ -45,7 +48,9 @@ async def fetch_recall_details(
     concurrency: int = 32,
     chunk_size: int = 1000,
     on_progress: Callable[[int], None] | None = None,
+    journals: Path | None = None,
 ) -> DetailsOutcome:
+    """`journals`: the folder where per-VIN lookups are journalled before they land (see tasks/journal.py)."""
     budget = budget or Budget(None)
     due = db.query("recall_details_due", run_id=run_id).to_dicts()
     outcome = DetailsOutcome(due=len(due))
@@ -72,10 +77,15 @@ async def fetch_recall_details(
         if outcome.stop_reason:
             outcome.pending += len(rows)
             continue
-        result: ChunkResult = await fetch_chunk(
-            "recall_details", rows, settings=settings, concurrency=concurrency, budget=budget, on_progress=on_progress
-        )
+        journal = AnswerJournal.create(journals, run_id, "recall_details", secrets=(settings.api_key or "",)) if journals else None
+        with journal or contextlib.nullcontext():
+            result: ChunkResult = await fetch_chunk(
+                "recall_details", rows, settings=settings, concurrency=concurrency, budget=budget,
+                on_progress=on_progress, journal=journal,
+            )
         land_enrichment(db, run_id, result)
+        if journal is not None:
+            journal.delete()  # landed
         outcome.by_vin += len(result.found) + len(result.no_data)
         outcome.failed += len(result.failed)
         outcome.pending += len(result.pending)

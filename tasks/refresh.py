@@ -24,6 +24,7 @@ from . import progress
 from .enrich import Budget, ChunkResult, fetch_chunk
 from .failpoints import failpoint
 from .ingest import read_fleet
+from .journal import AnswerJournal, answers_dir, has_journals, land_journals
 from .landing import land_enrichment
 from .lanes import fetch_turn, forget_run
 from .plan import make_plan, parse_freshness, read_slice, read_vins
@@ -67,8 +68,12 @@ def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | 
 @task(name="plan-refresh", **TASK)
 def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None) -> dict:
     with open_database(db_path) as db:
-        # This process holds the database, so no other run is using the staging area: due lists
-        # a killed run left behind are of no use (its plan is made again) and go.
+        # This process holds the database, so no other run is using the staging area. Answers an
+        # earlier run paid for and never landed (killed, or its landing failed) land first, under
+        # that run, so the plan counts them fresh; then its due lists, of no use now, go.
+        recovered = land_journals(db, staging_dir(db_path, run_id).parent, besides=run_id)
+        if recovered["journals"]:
+            get_run_logger().info("landed what earlier runs paid for and never landed: %s", recovered)
         for leftover in staging_dir(db_path, run_id).parent.glob("*"):
             if leftover.is_dir() and leftover != batches_dir(db_path) and leftover.name != run_id:
                 shutil.rmtree(leftover, ignore_errors=True)
@@ -106,6 +111,7 @@ def recall_details(db_path: str, run_id: str, budget_left: int | None, concurren
         outcome = asyncio.run(fetch_recall_details(
             db, run_id, settings=Settings.from_env(), budget=Budget(budget_left), concurrency=concurrency,
             on_progress=lambda n: reporter.advance("recall_details", n),
+            journals=answers_dir(staging_dir(db_path, run_id)),
         ))
     get_run_logger().info("recall details: %s", outcome)
     return vars(outcome)
@@ -114,22 +120,33 @@ def recall_details(db_path: str, run_id: str, budget_left: int | None, concurren
 @task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
 def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str, offset: int, length: int,
                         concurrency: int, budget_left: int | None) -> dict[str, Any]:
-    """Fetch one dataset for one chunk of due VINs and land it in one transaction."""
+    """Fetch one dataset for one chunk of due VINs and land it in one transaction.
+
+    Every answer is journalled in the run's staging folder as it arrives; the journal goes once the
+    landing has committed. A kill or a failed landing leaves it to the next run (`plan_refresh`).
+    """
     rows = read_slice(due_path, offset, length)
     reporter = progress.current()
+    journal = None
     with fetch_turn(run_id, dataset) as turn:
         if turn.stop_reason:  # an earlier chunk was refused: call nothing, leave these due
             result = ChunkResult(dataset, pending=[r["vin"] for r in rows], stop_reason=turn.stop_reason)
         else:
-            result = asyncio.run(fetch_chunk(
-                dataset, rows, settings=Settings.from_env(), concurrency=concurrency, budget=Budget(budget_left),
-                on_progress=lambda n: reporter.advance(dataset, n),
-            ))
+            settings = Settings.from_env()
+            with AnswerJournal.create(answers_dir(staging_dir(db_path, run_id)), run_id, dataset,
+                                      secrets=(settings.api_key or "",)) as journal:
+                result = asyncio.run(fetch_chunk(
+                    dataset, rows, settings=settings, concurrency=concurrency, budget=Budget(budget_left),
+                    on_progress=lambda n: reporter.advance(dataset, n), journal=journal,
+                ))
             if result.stop_reason:
                 turn.stop(result.stop_reason)
     if result.calls or result.failed:
         with open_database(db_path) as db:
             land_enrichment(db, run_id, result)
+    failpoint("landed")  # crash tests: the chunk landed, its journal not yet deleted
+    if journal is not None:
+        journal.delete()
     counts = {"found": len(result.found), "no_data": len(result.no_data), "failed": len(result.failed),
               "pending": len(result.pending), "calls": len(result.calls), "units": result.units,
               "stop_reason": result.stop_reason}
@@ -152,7 +169,8 @@ def finish_refresh(db_path: str, run_id: str, summary: dict[str, Any], lake: str
                       message=summary.get("message"))
         if lake and summary["status"] not in ("planned", "refused"):
             db.export_parquet(lake)
-    shutil.rmtree(staging_dir(db_path, run_id), ignore_errors=True)  # due lists are per run
+    if not has_journals(staging_dir(db_path, run_id)):  # answers not landed stay for the next run
+        shutil.rmtree(staging_dir(db_path, run_id), ignore_errors=True)  # due lists are per run
     forget_run(run_id)
     kind = summary.get("kind", "refresh")
     create_markdown_artifact(markdown=summary_markdown(summary), key=f"fleet-{kind}-summary",
