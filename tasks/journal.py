@@ -11,9 +11,11 @@ Writes are group-committed: rows are appended to column lists, and one record ba
 row that arrived since the last, at most `FLUSH_INTERVAL` later (or at `batch_rows` rows). A kill
 loses the calls in flight and the answers of that last interval, no more: with an interval shorter
 than a call's latency, at most one more answer per call slot. An IPC stream reads back up to its
-last complete batch after a kill. The next run lands a journal left behind (`land_journals`) under its original run id
-and fetch times, in one transaction, then deletes the file; landing is idempotent by key (the
-journal's call ids are the ones landed), so a journal whose chunk landed just before the kill
+last complete batch after a kill.
+
+The next run lands a journal left behind (`land_journals`) under its original run id and fetch
+times, in one transaction, then deletes the file. Landing is idempotent by key and the journal
+keeps the call ids that land in `api_calls`, so a journal whose chunk landed just before the kill
 lands again harmlessly.
 """
 
@@ -29,6 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
+import orjson
 import pyarrow as pa
 
 from connectors import ENDPOINTS, CallRecord
@@ -62,9 +65,8 @@ SCHEMA = pa.schema([
     ("message", pa.string()),  # why it failed, or why the endpoint stopped (pending)
     ("retryable", pa.bool_()),
 ])
-OUTCOMES = ("found", "no_data", "failed", "pending")
-# Seconds between two batches at most. One batch per answer would cost about as much CPU as the
-# rest of a call; one per 20 ms costs little, and loses little to a kill.
+# Seconds between two batches at most. A batch per answer would cost a third of a call's CPU; one
+# per 20 ms costs little (a few µs per answer), and loses little to a kill.
 FLUSH_INTERVAL = 0.02
 
 Call = tuple[str, CallRecord, datetime, Any]  # as in ChunkResult.calls: (call_id, record, called_at, batch)
@@ -109,17 +111,22 @@ class AnswerJournal:
         """The VIN's final answer, on the row of the attempt that settled it."""
         data = None
         if body is not None:
-            text = json.dumps(body, default=str)
-            data = self._redact(text).encode()
+            data = self._redact_bytes(_json_bytes(body))
         asked = json.dumps(request, default=str) if request else None
         self._add(call, vin, outcome, at, asked, data, self._redact(message) if message else None, retryable)
 
+    # The client already redacts answers and messages; this is the last line before the disk.
     def _redact(self, text: str) -> str:
-        # The client already redacts answers; this is the last line before the disk.
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
         return text
+
+    def _redact_bytes(self, data: bytes) -> bytes:
+        for secret in self._secrets:
+            if secret.encode() in data:
+                data = data.replace(secret.encode(), REDACTED.encode())
+        return data
 
     def _add(self, call: Call | None, vin: str | None, outcome: str | None, answered_at: datetime | None,
              request: str | None, body: bytes | None, message: str | None, retryable: bool | None) -> None:
@@ -196,6 +203,14 @@ class AnswerJournal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _json_bytes(body: Any) -> bytes:
+    """The answer as JSON bytes: orjson (a tenth of json's cost on a specs answer), json for what it refuses."""
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # an integer beyond 64 bits, a key that is not a string
+        return json.dumps(body, default=str).encode()
 
 
 def _loop_time() -> float:
