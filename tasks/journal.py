@@ -40,7 +40,7 @@ from connectors.redact import REDACTED
 
 from .enrich import DATASETS, ChunkResult
 from .landing import land_enrichment
-from .storage import Database
+from .storage import Database, DatabaseError
 
 FORMAT = "fleet-answers/1"
 SUFFIX = ".arrows"
@@ -330,7 +330,11 @@ def land_journals(db: Database, staging_root: Path, *, besides: str | None = Non
         journal = read_journal(path)
         if journal.table.num_rows:
             result = journal.chunk_result()
-            land_enrichment(db, journal.run_id, result)
+            try:
+                land_enrichment(db, journal.run_id, result)
+            except DatabaseError as exc:
+                raise DatabaseError(f"{path}: the answers run {journal.run_id} paid for could not land, the file "
+                                    f"stays for the next run ({exc})") from exc
             counts["answers"] += len(result.found) + len(result.no_data) + len(result.failed)
             counts["calls"] += len(result.calls)
             counts["units"] += result.units

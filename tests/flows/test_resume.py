@@ -51,6 +51,7 @@ import pytest
 from connectors.sandbox import Sandbox
 from flows.refresh import refresh_fleet
 from tasks.ingest import read_fleet
+from tasks.journal import read_journal
 from tasks.storage import open_database
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -78,7 +79,7 @@ PAID_PER_VIN = {"specs": "/specs", "market_value": "/v2/marketvalue", "history":
 SUBMIT = "/v1/recalls-batch/submit"
 # Every endpoint that bills per call: the per-VIN datasets and the campaign details.
 PAID = (*PAID_PER_VIN.values(), "/v1/recalls", "/v1/recalls-ymm")
-QUIET_SECONDS = 1.0  # no paid call answered for this long (40 ms each): a frozen run has none in flight
+QUIET_SECONDS = 2.0  # no paid call answered for this long (40 ms each): a frozen run has none in flight
 # A clean run's landings: the roster, each chunk, the batch (pending, submitted, results), the
 # campaign details and the run's figures. Its paid calls: one per VIN and dataset, and the submit.
 LANDINGS = 1 + len(PAID_PER_VIN) * -(-FLEET_SIZE // RUN_OPTIONS["chunk_size"]) + 5
@@ -254,8 +255,6 @@ def _journalled(db: str) -> set[tuple[str, str]]:
     """The (VIN, dataset) answers a killed run received and journalled but never landed."""
     saved = set()
     for path in sorted((Path(db).parent / "staging").glob("*/answers/*")):
-        from tasks.journal import read_journal  # only once a journal exists (none did before it)
-
         journal = read_journal(path)
         answered = journal.final_answers()
         dataset = {"recall_details": "recalls"}.get(journal.dataset, journal.dataset)
