@@ -26,6 +26,7 @@ from connectors import models as m
 from . import progress, session, staging
 from .enrich import DATASETS as ENRICHMENT
 from .enrich import ChunkResult
+from .journal import land_journals
 from .landing import DATA_FRAMES, fetch_status_frame
 from .plan import ALL_DATASETS, DatasetPlan, Plan
 from .refresh import TASK, staging_dir
@@ -129,6 +130,10 @@ def plan_backfill(db_path: str, run_id: str, datasets: list[str], vins: list[str
     if vins_file:
         vins = read_vins_file(vins_file)
     with open_database(db_path) as db:
+        # What an earlier run paid for and never landed lands first (see tasks/journal.py).
+        recovered = land_journals(db, staging_dir(db_path, run_id).parent, besides=run_id)
+        if recovered["journals"]:
+            get_run_logger().info("landed what earlier runs paid for and never landed: %s", recovered)
         if vins is not None:
             vins, refused = check_vins(db, vins)
             if refused:

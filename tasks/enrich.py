@@ -11,12 +11,15 @@ import asyncio
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 
 from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings, estimate_units
 from connectors import errors as e
 
 from .stops import STOPPING_ERRORS, Pass, Stops
+
+if TYPE_CHECKING:
+    from .journal import AnswerJournal
 
 Call = Callable[[AsyncVehicleDataClient, str, Mapping[str, Any]], Awaitable[Any]]
 
@@ -135,8 +138,12 @@ async def fetch_chunk(
     budget: Budget | None = None,
     stops: Stops | None = None,
     on_progress: Callable[[int], None] | None = None,
+    journal: AnswerJournal | None = None,
 ) -> ChunkResult:
-    """Fetch `dataset` for every row (each has at least `vin`). `stops`: the run's, shared by its chunks."""
+    """Fetch `dataset` for every row (each has at least `vin`). `stops`: the run's, shared by its chunks.
+
+    With a `journal`, every attempt and every VIN's final answer is written to it as it arrives.
+    """
     spec = DATASETS[dataset]
     api = ENDPOINTS[spec.endpoint].api
     result = ChunkResult(dataset)
@@ -149,14 +156,25 @@ async def fetch_chunk(
     units_by_vin: dict[str, int] = {}
     attempts_by_vin: dict[str, int] = {}
     passes: dict[str, Pass] = {}  # VIN -> its call's leave to start, until the first answer settles it
+    settling: dict[str, tuple] = {}  # VIN -> its last call, journalled with the answer it settles
 
     def observe(record: CallRecord) -> None:
-        result.calls.append((uuid.uuid4().hex, record, _now(), None))
+        call = (uuid.uuid4().hex, record, _now(), None)
+        result.calls.append(call)
         if record.vin:
             units_by_vin[record.vin] = units_by_vin.get(record.vin, 0) + record.units
             attempts_by_vin[record.vin] = attempts_by_vin.get(record.vin, 0) + 1
             if record.vin in passes:
                 passes[record.vin].answered(record.status)
+        if journal is not None:
+            if record.will_retry or not record.vin:
+                journal.attempt(call)
+            else:
+                settling[record.vin] = call
+
+    def settled(vin: str, outcome: str, at: datetime, **answer: Any) -> None:
+        if journal is not None:
+            journal.answer(settling.pop(vin, None), vin, outcome, at, **answer)
 
     queue: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
     for row in rows:
@@ -181,21 +199,29 @@ async def fetch_chunk(
                 passes[vin] = leave
                 try:
                     answer = await spec.call(client, vin, row)
-                    result.found.append((vin, answer, _now()))
-                    result.requests[vin] = spec.request(row)
+                    at = _now()
+                    result.found.append((vin, answer, at))
+                    result.requests[vin] = asked = spec.request(row)
+                    settled(vin, "found", at, body=answer.raw, request=asked)
                 except e.NotFoundError as exc:
                     if isinstance(exc, (e.FeatureNotEnabledError, e.InvalidRegionError)):
-                        result.failed.append(_failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
+                        result.failed.append(failure := _failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
+                        settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
                     else:
-                        result.no_data.append((vin, _now()))  # a stable answer: the VIN is checked
+                        result.no_data.append((vin, at := _now()))  # a stable answer: the VIN is checked
+                        settled(vin, "no_data", at)
                 except STOPPING_ERRORS as exc:
                     reason = stops.refuse(api, exc)
                     result.stop_reason = result.stop_reason or reason
                     result.pending.append(vin)
+                    settled(vin, "pending", _now(), message=f"{exc.status} {exc.message}")
                 except e.VehicleDataError as exc:
-                    result.failed.append(_failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
+                    result.failed.append(failure := _failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
+                    settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
                 finally:
                     passes.pop(vin).release()
+                    if vin in settling:  # no answer settled it (an unexpected error): still a call paid for
+                        journal.attempt(settling.pop(vin))  # type: ignore[union-attr]
                     budget.settle(per_call, units_by_vin.get(vin, 0))
                     if on_progress:
                         on_progress(1)

@@ -10,10 +10,12 @@ own, which campaigns it is are only likely. Every other VIN still gets `/v1/reca
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Callable
 
 import polars as pl
@@ -23,6 +25,7 @@ from connectors import errors as e
 
 from . import staging
 from .enrich import Budget, ChunkResult, fetch_chunk
+from .journal import AnswerJournal
 from .stops import STOPPING_ERRORS, Stopped, Stops
 from .landing import land_enrichment
 from .storage import Database
@@ -54,7 +57,9 @@ async def fetch_recall_details(
     stops: Stops | None = None,
     on_progress: Callable[[int], None] | None = None,
     match: str = "vin",
+    journals: Path | None = None,
 ) -> DetailsOutcome:
+    """`journals`: the folder where per-VIN lookups are journalled before they land (see tasks/journal.py)."""
     if match not in MATCHES:
         raise ValueError(f"recall details are matched by {' or '.join(MATCHES)}, not {match!r}")
     budget = budget or Budget(None)
@@ -84,11 +89,15 @@ async def fetch_recall_details(
         if outcome.stop_reason:
             outcome.pending += len(rows)
             continue
-        result: ChunkResult = await fetch_chunk(
-            "recall_details", rows, settings=settings, concurrency=concurrency, budget=budget, stops=stops,
-            on_progress=on_progress,
-        )
+        journal = AnswerJournal.create(journals, run_id, "recall_details", secrets=(settings.api_key or "",)) if journals else None
+        with journal or contextlib.nullcontext():
+            result: ChunkResult = await fetch_chunk(
+                "recall_details", rows, settings=settings, concurrency=concurrency, budget=budget, stops=stops,
+                on_progress=on_progress, journal=journal,
+            )
         land_enrichment(db, run_id, result)
+        if journal is not None:
+            journal.delete()  # landed
         outcome.by_vin += len(result.found) + len(result.no_data)
         outcome.failed += len(result.failed)
         outcome.pending += len(result.pending)

@@ -24,6 +24,7 @@ from . import progress, session, stops
 from .enrich import Budget, fetch_chunk
 from .failpoints import failpoint
 from .ingest import read_fleet
+from .journal import AnswerJournal, answers_dir, has_journals, land_journals
 from .landing import land_enrichment
 from .lanes import fetch_turn, forget_run
 from .plan import make_plan, parse_freshness, read_slice, read_vins
@@ -120,6 +121,13 @@ def resolve_plates(db_path: str, run_id: str, waiting_path: str, look_up: bool, 
 @task(name="plan-refresh", **TASK)
 def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None) -> dict:
     with open_database(db_path) as db:
+        # The lock holder alone uses the staging area. Answers an earlier run paid for and never
+        # landed (killed, or its landing failed) land first, under that run, so the plan counts them
+        # fresh; then its due lists, of no use now, go.
+        if session.holding(db_path):
+            recovered = land_journals(db, staging_dir(db_path, run_id).parent, besides=run_id)
+            if recovered["journals"]:
+                get_run_logger().info("landed what earlier runs paid for and never landed: %s", recovered)
         remove_leftover_staging(db_path, run_id)
         plan = make_plan(db, run_id, datasets, staging_dir(db_path, run_id), force=force, freshness=parse_freshness(freshness),
                          plates_waiting=plates_waiting(db_path, run_id))
@@ -158,6 +166,7 @@ def recall_details(db_path: str, run_id: str, budget_left: int | None, concurren
         outcome = asyncio.run(fetch_recall_details(
             db, run_id, settings=Settings.from_env(), budget=Budget(budget_left), concurrency=concurrency,
             stops=stops.for_run(run_id), on_progress=lambda n: reporter.advance("recall_details", n), match=match,
+            journals=answers_dir(staging_dir(db_path, run_id)),
         ))
     session.publish_if_due(db_path)
     get_run_logger().info("recall details: %s", outcome)
@@ -167,17 +176,27 @@ def recall_details(db_path: str, run_id: str, budget_left: int | None, concurren
 @task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
 def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str, offset: int, length: int,
                         concurrency: int, budget_left: int | None) -> dict[str, Any]:
-    """Fetch one dataset for one chunk of due VINs and land it in one transaction."""
+    """Fetch one dataset for one chunk of due VINs and land it in one transaction.
+
+    Every answer is journalled in the run's staging folder as it arrives; the journal goes once the
+    landing has committed. A kill or a failed landing leaves it to the next run (`plan_refresh`).
+    """
     rows = read_slice(due_path, offset, length)
     reporter = progress.current()
     with fetch_turn(run_id, dataset):
-        result = asyncio.run(fetch_chunk(
-            dataset, rows, settings=Settings.from_env(), concurrency=concurrency, budget=Budget(budget_left),
-            stops=stops.for_run(run_id), on_progress=lambda n: reporter.advance(dataset, n),
-        ))
+        settings = Settings.from_env()
+        with AnswerJournal.create(answers_dir(staging_dir(db_path, run_id)), run_id, dataset,
+                                  secrets=(settings.api_key or "",)) as journal:
+            result = asyncio.run(fetch_chunk(
+                dataset, rows, settings=settings, concurrency=concurrency, budget=Budget(budget_left),
+                stops=stops.for_run(run_id), on_progress=lambda n: reporter.advance(dataset, n), journal=journal,
+            ))
     if result.calls or result.failed:
         with open_database(db_path) as db:
             land_enrichment(db, run_id, result)
+    failpoint("landed")  # crash tests: the chunk landed, its journal not yet deleted
+    journal.delete()
+    if result.calls or result.failed:
         session.publish_if_due(db_path)  # analysts see long runs' progress every few minutes
     counts = {"found": len(result.found), "no_data": len(result.no_data), "failed": len(result.failed),
               "pending": len(result.pending), "calls": len(result.calls), "units": result.units,
@@ -202,7 +221,8 @@ def finish_refresh(db_path: str, run_id: str, summary: dict[str, Any], lake: str
                       message=summary.get("message"))
         if lake and summary["status"] not in ("planned", "refused"):
             db.export_parquet(lake)
-    shutil.rmtree(staging_dir(db_path, run_id), ignore_errors=True)  # due lists are per run
+    if not has_journals(staging_dir(db_path, run_id)):  # answers not landed stay for the next run
+        shutil.rmtree(staging_dir(db_path, run_id), ignore_errors=True)  # due lists are per run
     forget_run(run_id)
     stops.forget_run(run_id)
     kind = summary.get("kind", "refresh")

@@ -146,6 +146,30 @@ def test_cli_backfills_given_vins_and_never_prints_the_key(backfilled, fleet, sa
         assert db.sql("SELECT count(*) FROM specs WHERE vin = $v", {"v": NEW_VIN}).item() == 1
 
 
+def test_backfill_first_lands_what_a_killed_run_paid_for(backfilled, fleet, sandbox):
+    """A run killed before its landing left its answers journalled: the backfill lands them under that
+    run, before anything else, and does not ask for them again."""
+    import asyncio
+
+    from connectors import Settings
+    from tasks.enrich import fetch_chunk
+    from tasks.journal import AnswerJournal
+
+    paid, asked = fleet["vins"][6], fleet["vins"][7]
+    answers = Path(fleet["db"]).resolve().parent / "staging" / "run-2" / "answers"
+    with AnswerJournal.create(answers, "run-2", "history", secrets=(KEY,)) as journal:
+        asyncio.run(fetch_chunk("history", [{"vin": paid}], settings=Settings(api_key=KEY, base_url=sandbox.url),
+                                journal=journal))
+    before = _calls(sandbox)
+    assert main(["backfill", "--db", fleet["db"], "--lake", "", "--vins", asked, "--datasets", "history"]) == 0
+    assert _grown(before, _calls(sandbox)) == {"/history": 1}  # the VIN asked for, not the one journalled
+    with open_database(fleet["db"]) as db:
+        landed = db.sql("SELECT run_id FROM fetch_status WHERE vin = $v AND dataset = 'history'", {"v": paid}).rows()
+        paid_for = db.sql("SELECT run_id FROM api_calls WHERE vin = $v AND endpoint = '/history'", {"v": paid}).rows()
+    assert landed == paid_for == [("run-2",)]
+    assert not journal.path.exists()
+
+
 def test_reparse_rebuilds_tables_from_raw_answers_without_any_call(backfilled, fleet, sandbox, monkeypatch):
     with open_database(fleet["db"]) as db:
         vin = fleet["vins"][0]  # fetched twice: re-parsing lands the older answer, then the newer one

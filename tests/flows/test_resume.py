@@ -13,12 +13,21 @@ same fleet that was never interrupted. The points:
 - mid_enrichment: after six market-value calls (chunks fetched, some landed, some in flight).
 - mid_landing: inside a chunk's DuckDB transaction, every table written, COMMIT not reached
   (failpoint `landing`, the run's 8th landing): after WAL replay none of that chunk is there.
+  The chunks fetching meanwhile finish their calls and wait for the database.
+- after_landing: a chunk's landing committed, its answer journal not yet deleted (failpoint
+  `landed`): the resume must not land it twice nor count its calls twice.
 - random_seed<N>: a seeded-random point, between two calls or inside a landing transaction.
   The seed changes every session, so the kill wanders over the phases; to replay a failure run
   with FLEET_CRASH_SEED=<N>.
 
 The sandbox runs in its own process (it outlives the killed refreshes) and each case has its
-own API key, so its billing and call journal are its own.
+own API key, so its billing and call journal are its own: they are the referee. Every answer a
+killed run received was journalled in its staging folder before any landing, so the resume lands
+it without calling again. What a kill may cost is the calls in flight at that instant (the
+service answered and billed them, the process died before reading the answer): a process frozen
+at a failpoint is killed only once its paid calls have stopped, so there nothing may be lost at
+all; a kill between two calls may lose the calls in flight and the answers of the journal's last
+20 ms, never a whole chunk.
 
 Beside them, without Prefect: a kill inside a 300,000-row landing, whose rows DuckDB has
 already written into the database file before COMMIT; reopened, the file holds none of them.
@@ -31,6 +40,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -41,6 +51,7 @@ import pytest
 from connectors.sandbox import Sandbox
 from flows.refresh import refresh_fleet
 from tasks.ingest import read_fleet
+from tasks.journal import read_journal
 from tasks.storage import open_database
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -66,6 +77,9 @@ COMPARE = {
 PAID_PER_VIN = {"specs": "/specs", "market_value": "/v2/marketvalue", "history": "/history",
                 "lien_theft": "/v1/lien-theft"}
 SUBMIT = "/v1/recalls-batch/submit"
+# Every endpoint that bills per call: the per-VIN datasets and the campaign details.
+PAID = (*PAID_PER_VIN.values(), "/v1/recalls", "/v1/recalls-ymm")
+QUIET_SECONDS = 2.0  # no paid call answered for this long (40 ms each): a frozen run has none in flight
 # A clean run's landings: the roster, each chunk, the batch (pending, submitted, results), the
 # campaign details and the run's figures. Its paid calls: one per VIN and dataset, and the submit.
 LANDINGS = 1 + len(PAID_PER_VIN) * -(-FLEET_SIZE // RUN_OPTIONS["chunk_size"]) + 5
@@ -128,6 +142,15 @@ class Refresh:
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         self.problem: str | None = None
+        self.freezes = failpoint is not None  # frozen at a failpoint: killed once its calls are over
+        self.paid, self.paid_moved = -1, time.monotonic()
+
+    def saw(self, calls: Counter) -> float:
+        """Seconds since a paid call of this run was last answered."""
+        paid = sum(calls[endpoint] for endpoint in (*PAID, SUBMIT))
+        if paid != self.paid:
+            self.paid, self.paid_moved = paid, time.monotonic()
+        return time.monotonic() - self.paid_moved
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -160,7 +183,7 @@ def _kill_point(case: str):
             return None, lambda child, calls: _paid_calls(calls) >= after
         return f"landing:{rng.randint(1, LANDINGS)}", lambda child, calls: child.marker.exists()
     failpoint = {"during_ingest": "ingest", "submit_accepted_ledger_pending": "batch_submitted",
-                 "mid_landing": "landing:8"}[case]
+                 "mid_landing": "landing:8", "after_landing": "landed:3"}[case]
     return failpoint, lambda child, calls: child.marker.exists()
 
 
@@ -194,7 +217,8 @@ def runs(prefect_server, slow_sandbox, fleet, tmp_path_factory, request):
                 for row in served:
                     if row["key"] == child.key:
                         calls[row["endpoint"]] += row["count"]
-                if ready[case](child, calls):
+                quiet = child.saw(calls)
+                if ready[case](child, calls) and (not child.freezes or quiet > QUIET_SECONDS):
                     child.kill()
                 elif not child.running():
                     child.problem = f"refresh ended before the kill point:\n{child.tail()}"
@@ -224,7 +248,32 @@ def _check_consistent(read, db: str) -> set[tuple[str, str]]:
 
 
 CASES = ["during_ingest", "submit_accepted_ledger_pending", "after_batch_submit", "mid_enrichment", "mid_landing",
-         f"random_seed{SEED}"]
+         "after_landing", f"random_seed{SEED}"]
+
+
+def _journalled(db: str) -> set[tuple[str, str]]:
+    """The (VIN, dataset) answers a killed run received and journalled but never landed."""
+    saved = set()
+    for path in sorted((Path(db).parent / "staging").glob("*/answers/*")):
+        journal = read_journal(path)
+        answered = journal.final_answers()
+        dataset = {"recall_details": "recalls"}.get(journal.dataset, journal.dataset)
+        saved |= {(vin, dataset) for vin, outcome in answered if outcome in ("found", "no_data")}
+    return saved
+
+
+def _lost(sandbox: Sandbox, key: str, read, db: str) -> Counter:
+    """Paid answers the service billed that `api_calls` never recorded: the calls in flight at a kill.
+
+    Also checks the other way: every paid call recorded was served, and none is recorded twice.
+    """
+    billed = Counter((c["endpoint"], c["vin"] or "") for c in _calls(sandbox, key)
+                     if c["status"] == 200 and c["endpoint"] in PAID)
+    recorded = Counter((endpoint, vin or "") for endpoint, vin in read(
+        db, "SELECT endpoint, vin FROM api_calls WHERE status = 200 AND endpoint IN (SELECT unnest($paid))",
+        {"paid": list(PAID)}))
+    assert not recorded - billed, f"calls recorded that the service did not bill: {recorded - billed}"
+    return billed - recorded
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -237,6 +286,7 @@ def test_killed_refresh_resumes_without_paying_twice(case, runs, slow_sandbox, f
     print(f"{case}: killed at", child.marker.read_text() if child.marker.exists() else f"call {len(_calls(sandbox, key))}")
 
     landed = _check_consistent(read, db) if Path(db).exists() else set()
+    saved = _journalled(db)
     ledger = read(db, "SELECT batch_id FROM recall_batches") if Path(db).exists() else []
     before = len(_calls(sandbox, key))
     submitted_before = sandbox.count(SUBMIT, key=key)
@@ -247,13 +297,31 @@ def test_killed_refresh_resumes_without_paying_twice(case, runs, slow_sandbox, f
     assert resumed["status"] == "completed"
     assert _snapshot(read, db) == _snapshot(read, reference.db)
 
-    # Never pay twice for a landed answer: the resume asks for exactly the VINs the killed run had
-    # not landed, each once.
+    # Never pay twice for an answer received: the resume asks for exactly the VINs the killed run
+    # had neither landed nor journalled, each once.
     after = _calls(sandbox, key)[before:]
     roster = {vin for (vin,) in read(db, "SELECT vin FROM vehicles")}
     for dataset, endpoint in PAID_PER_VIN.items():
         asked = Counter(c["vin"] for c in after if c["endpoint"] == endpoint)
-        assert sorted(asked.elements()) == sorted(roster - {v for v, d in landed if d == dataset}), dataset
+        assert sorted(asked.elements()) == sorted(roster - {v for v, d in landed | saved if d == dataset}), dataset
+
+    # The service's billing is the referee. Whatever it billed, `api_calls` recorded, except the calls
+    # in flight at the kill (answered, never read); the run and its resume together paid what one
+    # uninterrupted run paid, plus those calls only. A run frozen at a failpoint lost none.
+    lost = _lost(sandbox, key, read, db)
+    in_flight = Counter(endpoint for endpoint, _ in lost.elements())
+    print(f"{case}: paid answers lost in flight: {dict(in_flight)}")
+    if child.freezes:
+        assert not lost, f"paid answers lost by a run killed with no call in flight: {lost}"
+    else:
+        # One chunk per dataset calls at a time, `concurrency` calls at once; its journal writes what
+        # arrived every 20 ms, shorter than the sandbox's 40 ms: at most one more answer per slot.
+        most = 2 * RUN_OPTIONS["concurrency"]
+        assert all(n <= most for n in in_flight.values()), f"more lost than in flight: {lost}"
+    assert read(reference.db, "SELECT sum(units) FROM api_calls") == [(sandbox.units(reference.key),)]
+    billed = sandbox.units(key)
+    assert billed == sandbox.units(reference.key) + sum(lost.values()), (billed, sandbox.units(reference.key), lost)
+    assert read(db, "SELECT sum(units) FROM api_calls") == [(billed - sum(lost.values()),)]
 
     # The recall batch is billed once. The resume submits only when the ledger has no batch yet or
     # only its `pending:<key>` entry; that resubmission carries the same idempotency key, so the
@@ -268,8 +336,62 @@ def test_killed_refresh_resumes_without_paying_twice(case, runs, slow_sandbox, f
     assert sandbox.units(key, "recalls") == FLEET_SIZE + detail_units
 
     staging = Path(db).parent / "staging"
-    assert [p.name for p in staging.iterdir()] == ["recall_batches"]  # the killed run's due lists are gone
+    assert [p.name for p in staging.iterdir()] == ["recall_batches"]  # the killed run's due lists and journals are gone
     assert not list((staging / "recall_batches").iterdir())  # and every batch's VIN list, once landed
+
+
+def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_sandbox, fleet, read, tmp_path,
+                                                                  monkeypatch):
+    """No kill: a chunk's landing transaction fails (a lock, say), so the run fails. What that chunk
+    paid for stays journalled, and the next run lands it without calling again."""
+    import tasks.refresh
+    import tasks.storage
+
+    reference, _ = runs
+    key = "resume_landing_fails"
+    monkeypatch.setenv("VDS_BASE_URL", slow_sandbox.url)
+    monkeypatch.setenv("VDS_API_KEY", key)
+    db = str(tmp_path / "fleet.duckdb")
+    real_land, real_failpoint = tasks.refresh.land_enrichment, tasks.storage.failpoint
+    landing_market_values, refused, guard = threading.local(), [], threading.Lock()
+
+    def land(store, run_id, result):
+        landing_market_values.on = result.dataset == "market_value"
+        try:
+            return real_land(store, run_id, result)
+        finally:
+            landing_market_values.on = False
+
+    def failpoint(name):  # inside the transaction: every table written, COMMIT not reached
+        with guard:
+            refuse = name == "landing" and getattr(landing_market_values, "on", False) and not refused
+            refused.extend([name] if refuse else [])
+        if refuse:
+            raise tasks.storage.DatabaseError("could not set lock on file (injected)")
+        real_failpoint(name)
+
+    monkeypatch.setattr(tasks.refresh, "land_enrichment", land)
+    monkeypatch.setattr(tasks.storage, "failpoint", failpoint)
+    with pytest.raises(Exception, match="injected"):
+        refresh_fleet([fleet], db=db, **RUN_OPTIONS)
+    monkeypatch.setattr(tasks.refresh, "land_enrichment", real_land)
+    monkeypatch.setattr(tasks.storage, "failpoint", real_failpoint)
+
+    landed = {vin for (vin,) in read(db, "SELECT vin FROM fetch_status WHERE dataset = 'market_value'")}
+    saved = {vin for vin, dataset in _journalled(db) if dataset == "market_value"}
+    assert saved and not saved & landed  # the refused chunk's answers: journalled, not landed
+    assert read(db, "SELECT sum(units) FROM api_calls")[0][0] < slow_sandbox.units(key)  # paid, not yet recorded
+
+    resumed = refresh_fleet([fleet], db=db, **RUN_OPTIONS)
+    assert resumed["status"] == "completed"
+    assert _snapshot(read, db) == _snapshot(read, reference.db)
+    valued = Counter(c["vin"] for c in _calls(slow_sandbox, key) if c["endpoint"] == "/v2/marketvalue")
+    assert set(valued.values()) == {1}  # every VIN valued once, across both runs
+    billed = slow_sandbox.units(key)
+    assert billed == slow_sandbox.units(reference.key)
+    assert read(db, "SELECT sum(units) FROM api_calls") == [(billed,)]
+    assert not _lost(slow_sandbox, key, read, db)
+    assert [p.name for p in (Path(db).parent / "staging").iterdir()] == ["recall_batches"]
 
 
 # Enough rows (over DuckDB's row group of 122,880) that DuckDB writes them into the database file
