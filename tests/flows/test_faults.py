@@ -253,7 +253,11 @@ def test_a_refusal_is_final_and_stops_the_endpoint(service, fleet_file, db_path,
     for endpoint in ("/specs", "/v2/marketvalue", "/history", "/v1/lien-theft"):
         called = {call["vin"] for call in journal if call["endpoint"] == endpoint}
         assert 0 < len(called) <= 10, (endpoint, len(called))
-    assert sandbox.count("/v1/recalls-batch/submit") == 1  # 20 VINs need 20 units: rejected whole, not retried
+    # 20 VINs need 20 units: rejected whole with a 429, and never sent again after it. Before it, a
+    # submit hit by an injected fault (5xx, hang, drop) is rightly retried with its idempotency key.
+    submits = [call["status"] for call in journal if call["endpoint"] == "/v1/recalls-batch/submit"]
+    assert submits and submits[-1] == 429 and submits.count(429) == 1, submits
+    assert all(status is None or status >= 500 for status in submits[:-1]), submits
 
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
