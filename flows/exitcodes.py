@@ -1,0 +1,17 @@
+"""What every `fleet` command's exit code means: one table, read by cron, Prefect and the README.
+
+Codes 3-5 are the run's outcome when it ended without a usage error; 75 is the lock's (flows/locking.py).
+"""
+
+from __future__ import annotations
+
+COMPLETED = 0  # every planned VIN-dataset answered (found, no data, or not applicable); a dry run planned
+BUG = 1  # an unexpected error: a bug, not the input's fault (run again with -v)
+USAGE = 2  # bad arguments, files, paths or settings: refused before anything started, nothing written
+PARTIAL = 3  # the run ended with pending or failed VIN-datasets (quota, a paused endpoint, faults): run again
+REFUSED = 4  # the key was refused (401/403) or the plan cost more than --max-units: nothing useful was called
+CANCELLED = 5  # SIGTERM/SIGINT: no new call started, what was fetched landed, the rest stays pending
+BUSY = 75  # EX_TEMPFAIL: another run holds the database (see --wait)
+
+BY_STATUS = {"completed": COMPLETED, "planned": COMPLETED, "partial": PARTIAL, "refused": REFUSED,
+             "cancelled": CANCELLED}
