@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 from dotenv import dotenv_values
@@ -12,6 +13,8 @@ from dotenv import dotenv_values
 from .retry import RetryPolicy
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=30.0)
+# The real service's public address (both vendor SDKs use it): a key is all a user needs to give.
+DEFAULT_BASE_URL = "https://api.carsxe.com"
 
 
 @dataclass(frozen=True)
@@ -30,10 +33,11 @@ class Settings:
         return f"Settings(base_url={self.base_url!r}, api_key=<{key}>, transport={self.transport!r})"
 
     @classmethod
-    def from_env(cls, env_file: str | Path | None = ".env", **overrides: object) -> "Settings":
+    def from_env(cls, env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
         """Read `VDS_API_KEY` and `VDS_BASE_URL` from the environment, else from `.env`.
 
-        Also `VDS_MAX_RETRIES` (transient retries per call), `VDS_MAX_RETRY_AFTER` (cap, in
+        With a key and no base URL, the public service (`DEFAULT_BASE_URL`); with neither, nothing is
+        configured (commands then use the embedded sandbox). Also `VDS_MAX_RETRIES` (transient retries per call), `VDS_MAX_RETRY_AFTER` (cap, in
         seconds, on how long a server-sent Retry-After is honoured) and `VDS_TIMEOUT` (seconds to
         wait for an answer once the request is sent; connecting keeps its own 5 s).
         """
@@ -42,12 +46,14 @@ class Settings:
         def pick(name: str) -> str | None:
             return os.environ.get(name) or file_values.get(name) or None
 
-        settings = cls(api_key=pick("VDS_API_KEY"), base_url=pick("VDS_BASE_URL"))
-        retry = {}
+        api_key = pick("VDS_API_KEY")
+        settings = cls(api_key=api_key, base_url=pick("VDS_BASE_URL") or (DEFAULT_BASE_URL if api_key else None))
+        retry: dict[str, Any] = {}
         if pick("VDS_MAX_RETRIES"):
-            retry["max_retries"] = int(pick("VDS_MAX_RETRIES") or 0)
+            retry["max_retries"] = _number("VDS_MAX_RETRIES", pick("VDS_MAX_RETRIES"), int, "a whole number, e.g. 3")
         if pick("VDS_MAX_RETRY_AFTER"):
-            retry["max_retry_after"] = float(pick("VDS_MAX_RETRY_AFTER") or 0)
+            retry["max_retry_after"] = _number("VDS_MAX_RETRY_AFTER", pick("VDS_MAX_RETRY_AFTER"), float,
+                                               "a number of seconds, e.g. 60")
         if retry:
             settings = replace(settings, retry=replace(settings.retry, **retry))
         if pick("VDS_TIMEOUT"):
@@ -65,3 +71,13 @@ class Settings:
     def configured(self) -> bool:
         """True when the user pointed us at a service (otherwise commands use the sandbox)."""
         return bool(self.api_key or self.base_url)
+
+
+def _number(name: str, text: str | None, kind: type, example: str) -> float:
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        value = -1
+    if value < 0:
+        raise ValueError(f"{name} must be {example}, not {text!r}")
+    return value

@@ -17,6 +17,7 @@ from typing import Any
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
 
 from .locking import add_wait_flag, hold_or_refuse
+from .outcome import exit_code
 from .target import service_settings
 
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
@@ -144,8 +145,9 @@ def _vin_counts(plan: Any) -> dict[str, int]:
 # -- the command --------------------------------------------------------------------------------
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("backfill", help="fetch chosen datasets again for chosen VINs or failures; or re-parse")
-    p.add_argument("--db", default=DEFAULT_DB)
-    p.add_argument("--lake", default=DEFAULT_LAKE, help="Parquet export folder ('' to skip)")
+    # --db, --lake, --chunk-size, --concurrency are filled by flows/config.py (flag > FLEET_* > fleet.toml).
+    p.add_argument("--db", default=DEFAULT_DB, help=f"the published DuckDB file (default {DEFAULT_DB})")
+    p.add_argument("--lake", default=DEFAULT_LAKE, help=f"Parquet export folder ('' to skip; default {DEFAULT_LAKE})")
     p.add_argument("--datasets", help=f"comma-separated, from: {', '.join(ALL_DATASETS)} "
                                       "(default: those with failures, or all but ownership for --vins)")
     which = p.add_mutually_exclusive_group()
@@ -158,7 +160,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-units", type=int, help="stop cleanly once this many units are spent")
     p.add_argument("--chunk-size", type=int, default=500)
     p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--json", action="store_true", help="print the summary (or the error) as JSON")
     add_wait_flag(p)
     p.set_defaults(run=run_backfill)
 
@@ -167,16 +169,15 @@ def run_backfill(args: argparse.Namespace) -> int:
     from tasks import store
     from tasks.session import new_run_id
 
-    datasets = [d.strip() for d in (args.datasets or "").split(",") if d.strip()] or None
-    allowed = REPARSE_DATASETS if args.reparse else ALL_DATASETS
-    unknown = [d for d in datasets or [] if d not in allowed]
-    if unknown:
-        return _fail(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(allowed)}")
+    from .checks import check_backfill, datasets as check_datasets
+
+    datasets = check_datasets(args.datasets, REPARSE_DATASETS if args.reparse else ALL_DATASETS) or None
     chosen = [bool(args.vins), bool(args.vins_file), bool(args.failures_of), args.failures]
     if args.reparse and any(chosen):
         return _fail("--reparse re-parses every stored answer of the datasets; it takes no VINs or failures")
     if not args.reparse and not any(chosen):
         return _fail("choose VINs: --vins, --vins-file, --failures-of RUN_ID or --failures (or --reparse)")
+    check_backfill(args)  # counts, paths, settings: refused before the lock, a database or Prefect
     needs_db = args.reparse or args.failures_of or args.failures
     if needs_db and not store.exists(args.db):
         return _fail(f"{args.db}: no such database (run `fleet refresh` first)")
@@ -239,9 +240,10 @@ def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None,
     finally:
         progress.use(progress.Silent())
     report(summary, args.json)
-    return 0
+    return exit_code(summary)
 
 
 def _fail(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+    from .checks import CommandError
+
+    raise CommandError(message)  # printed by flows.cli, as text or JSON; exit code 2

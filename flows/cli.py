@@ -3,21 +3,52 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import json
 import logging
 import os
+import signal
 import sys
+from typing import Any, NoReturn
 
 # No network here and no telemetry wanted anywhere Prefect runs.
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
+from .exitcodes import BUG, USAGE
+
+BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer its reader left (`| head`)
+CONFIGURED = ("refresh", "backfill", "status", "serve")  # the commands flows/config.py fills in
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors as JSON when `--json` was asked for."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if _Parser.json_errors:
+            _print_error(f"{self.prog}: {message}", USAGE, as_json=True)
+            sys.exit(USAGE)
+        super().error(message)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fleet-data")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
 
 def build_parser() -> argparse.ArgumentParser:
     from . import commands, lookup
 
-    parser = argparse.ArgumentParser(prog="fleet", description="Fleet files in, fresh vehicle data out.")
+    parser = _Parser(prog="fleet", description="Fleet files in, fresh vehicle data out.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs, HTTP requests included (keys redacted)")
+    parser.add_argument("--version", action="version", version=f"fleet {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lookup.add_parser(sub)
     commands.add_refresh(sub)
@@ -29,7 +60,65 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox = sub.add_parser("sandbox", help="run the local emulator of the Vehicle Data Service", add_help=False)
     sandbox.add_argument("sandbox_args", nargs=argparse.REMAINDER)
     sandbox.set_defaults(run=_run_sandbox)
+    for name, command in sub.choices.items():
+        if name != "sandbox":
+            _accept_verbose(command)
     return parser
+
+
+def _unset_configured_defaults(parser: argparse.ArgumentParser, command: str) -> None:
+    """Options flows/config.py fills in start unset (None): a flag given can then be told from a default."""
+    from .config import OPTIONS
+
+    dests = {action.dest for action in parser._actions}
+    parser.set_defaults(**{key: None for key, option in OPTIONS.items() if command in option.commands and key in dests})
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def _accept_verbose(parser: argparse.ArgumentParser) -> None:
+    """`-v` after the command too (`fleet refresh -v ...`), in every subcommand, however deep."""
+    # SUPPRESS: a subcommand that was not given -v leaves the top-level value alone.
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for inner in action.choices.values():
+                _accept_verbose(inner)
+
+
+def _leaf(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser the arguments ended in: its usage is the one to show."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and getattr(args, action.dest, None) in action.choices:
+            return _leaf(action.choices[getattr(args, action.dest)], args)
+    return parser
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Arguments, with every unset option filled from the environment, the project file or its default.
+
+    Raises CommandError/ConfigError (exit code 2) for a value that cannot be used.
+    """
+    from . import checks, config
+
+    parser = build_parser()
+    for name, command in _subcommands(parser).items():
+        if name in CONFIGURED:
+            _unset_configured_defaults(command, name)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # argparse would print the top-level usage: show the subcommand's, with a suggestion
+        leaf = _leaf(parser, args)
+        options = [o for action in leaf._actions for o in action.option_strings if o.startswith("--")]
+        hints = [difflib.get_close_matches(e.split("=", 1)[0], options, n=1) for e in extras if e.startswith("-")]
+        hint = "; ".join(f"did you mean {h[0]}?" for h in hints if h)
+        leaf.error(f"unrecognized arguments: {' '.join(extras)}" + (f"; {hint}" if hint else ""))
+    if args.command in CONFIGURED:
+        if hasattr(args, "fresh"):
+            args.fresh = checks.fresh_flags(args.fresh or [])
+        config.apply(args, args.command)
+    return args
 
 
 def _run_sandbox(args: argparse.Namespace) -> int:
@@ -38,8 +127,32 @@ def _run_sandbox(args: argparse.Namespace) -> int:
     return sandbox_main(args.sandbox_args) or 0
 
 
+def _print_error(message: str, code: int, as_json: bool) -> int:
+    """One line: `error: ...` on stderr, or with --json `{"error": {...}}` on stdout (where the summary goes)."""
+    from .checks import KINDS
+
+    if as_json:
+        print(json.dumps({"error": {"code": code, "kind": KINDS.get(code, "error"), "message": message}}), flush=True)
+    else:
+        print(f"error: {message}", file=sys.stderr, flush=True)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
+    try:
+        code = _main(arguments)
+        sys.stdout.flush()  # here, not at exit: a reader that left is noticed where it can be handled
+        return code
+    except BrokenPipeError:
+        # `fleet status | head -1`: the reader has what it wanted. No traceback, and no second error when
+        # Python flushes stdout on the way out.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE
+
+
+def _main(arguments: list[str]) -> int:
     if not {"-v", "--verbose"} & set(arguments):
         # Prefect reads its log level when first imported, which building the parser may do: decide
         # first. Its INFO lines would drown the progress bars; -v brings them (and HTTP requests) back.
@@ -48,24 +161,48 @@ def main(argv: list[str] | None = None) -> int:
     if command == "sandbox":
         # The sandbox has its own options (--port, --fault-rate...): hand them over untouched.
         return _run_sandbox(argparse.Namespace(sandbox_args=arguments[arguments.index("sandbox") + 1:]))
-    args = build_parser().parse_args(argv)
+    from .checks import usage_errors
+
+    as_json = "--json" in arguments
+    _Parser.json_errors = as_json
+    try:
+        args = parse(arguments)
+    except usage_errors() as exc:
+        return _print_error(str(exc), USAGE, as_json)
+    finally:
+        _Parser.json_errors = False
+    as_json = bool(getattr(args, "json", False))
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    _pipes_end_quietly()
     try:
-        return args.run(args)
-    except (KeyboardInterrupt, SystemExit):
+        return int(args.run(args))
+    except usage_errors() as exc:
+        return _print_error(str(exc), getattr(exc, "code", USAGE), as_json)
+    except (KeyboardInterrupt, SystemExit, BrokenPipeError):
         raise
     except BaseException as exc:  # BaseException: a polars/pyo3 PanicException is not an Exception
         if args.verbose:
             raise  # -v: the full traceback, for a bug report
         text = " ".join(str(exc).split())
         text = text if len(text) <= 300 else text[:299] + "…"
-        print(f"error: {args.command} stopped on an unexpected {type(exc).__name__}: {text or 'no message'} "
-              "(this is a bug, not your input's fault; run again with -v to see the traceback)", file=sys.stderr)
-        return 1
+        return _print_error(f"{args.command} stopped on an unexpected {type(exc).__name__}: {text or 'no message'} "
+                            "(this is a bug, not your input's fault; run again with -v to see the traceback)",
+                            BUG, as_json)
+
+
+def _pipes_end_quietly() -> None:
+    """rich, on a broken pipe, exits with code 1 (a bug, in our table): let it raise, so `main` handles it."""
+    from rich.console import Console
+
+    def broken_pipe(self: Any) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+    Console.on_broken_pipe = broken_pipe  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

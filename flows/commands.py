@@ -9,34 +9,40 @@ import sys
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
 from tasks.recall_batches import MAX_BATCH_VINS
 
-from .locking import add_wait_flag, hold_or_refuse
-from .target import service_settings
+from .checks import CommandError, check_refresh
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
+from .locking import add_wait_flag, hold_or_refuse
+from .outcome import exit_code
+from .target import service_settings
 
 
 def add_refresh(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("refresh", help="turn fleet files into fresh analyst tables")
     p.add_argument("paths", nargs="+", metavar="PATH", help="CSV/Parquet files, folders or globs")
-    p.add_argument("--db", default=DEFAULT_DB)
-    p.add_argument("--lake", default=DEFAULT_LAKE, help="Parquet export folder ('' to skip)")
+    # `fleet` fills the options flows/config.py knows: flag > FLEET_* > fleet.toml > these defaults.
+    p.add_argument("--db", default=DEFAULT_DB, help=f"the published DuckDB file (default {DEFAULT_DB})")
+    p.add_argument("--lake", default=DEFAULT_LAKE, help=f"Parquet export folder ('' to skip; default {DEFAULT_LAKE})")
     p.add_argument("--datasets", default=",".join(DEFAULT_DATASETS),
                    help=f"comma-separated, from: {', '.join(ALL_DATASETS)} (default: all but ownership)")
     p.add_argument("--max-units", type=int, help="refuse a plan that costs more; stop cleanly when reached")
     p.add_argument("--force", action="store_true", help="ignore freshness: fetch every VIN again")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; make no call")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--json", action="store_true", help="print the summary (or the error) as JSON")
     p.add_argument("--vin-column", help="name of the VIN column when it cannot be recognised")
     p.add_argument("--fresh", action="append", default=[], metavar="DATASET=AGE",
                    help="freshness window, e.g. market_value=14d, or no_data=3d for 404 answers (repeatable)")
-    p.add_argument("--chunk-size", type=int, default=500)
-    p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--batch-size", type=int, default=MAX_BATCH_VINS, help=f"VINs per recall batch (at most {MAX_BATCH_VINS:,})")
+    p.add_argument("--chunk-size", type=int, default=500, help="VINs per task (default 500)")
+    p.add_argument("--concurrency", type=int, default=32, help="calls in flight per dataset (default 32)")
+    p.add_argument("--batch-size", type=int, default=MAX_BATCH_VINS,
+                   help=f"VINs per recall batch (at most {MAX_BATCH_VINS:,}, the default)")
     p.add_argument("--recall-details", choices=("vin", "model"), default="vin",
                    help="campaigns of VINs with recalls: each VIN's own lookup (default), or its model's list "
                         "when the counts match (cheaper; marked likely, not confirmed)")
     p.add_argument("--webhook-url", help="https URL the service notifies when a recall batch finishes")
     p.add_argument("--webhook-listen", metavar="HOST:PORT",
                    help="receive that notification here (behind --webhook-url) instead of polling")
+    p.add_argument("--plates", dest="plates", action="store_true", default=True,
+                   help="look up VINs by plate for rows that have a plate and no VIN (the default)")
     p.add_argument("--no-plates", dest="plates", action="store_false",
                    help="do not look up VINs by plate for rows that have a plate and no VIN (they are rejected)")
     add_wait_flag(p)
@@ -46,28 +52,16 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
 def run_refresh(args: argparse.Namespace) -> int:
     from tasks.ingest import FleetFileError, read_fleet
 
-    if not 1 <= args.batch_size <= MAX_BATCH_VINS:
-        print(f"error: --batch-size {args.batch_size}: a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs (the service's limit); "
-              f"use {MAX_BATCH_VINS} or less", file=sys.stderr)
-        return 2
+    check_refresh(args)  # arguments, paths, settings: refused here, before anything is written or started
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
-    unknown = [d for d in datasets if d not in ALL_DATASETS]
-    if unknown:
-        print(f"error: unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}", file=sys.stderr)
-        return 2
-    try:
-        freshness = dict(item.split("=", 1) for item in args.fresh)
-    except ValueError:
-        print("error: --fresh takes DATASET=AGE, e.g. market_value=14d", file=sys.stderr)
-        return 2
+    freshness = args.fresh
     try:
         # Refuse unusable files here, in a second, rather than after the sandbox and Prefect have
         # started, where the refusal would also come wrapped in Prefect's task-failure tracebacks.
         # Reading twice costs about 2 s per million rows, small beside any refresh that calls.
         read_fleet(args.paths, vin_column=args.vin_column)
     except FleetFileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc)) from None
     # One run at a time: taken before the sandbox or Prefect start, so a refused run costs nothing.
     from tasks.session import new_run_id
 
@@ -103,9 +97,8 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
                 plates=args.plates, run_id=run_id,
             )
     except (FleetFileError, DatabaseError, ValueError) as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, even for DuckDB's messages
-        return 2
+        raise CommandError(str(exc)) from None
     finally:
         progress.use(progress.Silent())
     report(summary, args.json)
-    return 1 if summary["status"] == "refused" else 0
+    return exit_code(summary)

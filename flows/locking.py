@@ -7,7 +7,6 @@ nothing: exit code 75 (EX_TEMPFAIL, "try again later"), or `--wait` to queue beh
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -15,19 +14,19 @@ if TYPE_CHECKING:
 
 
 def hold_or_refuse(db: str, run_id: str, command: str, wait: bool) -> "RunSession | int":
-    """The held session, or the exit code after one line on stderr (75 when another run holds `db`)."""
+    """The held session; a CommandError (exit code 75 when another run holds `db`) when it cannot be taken."""
     from tasks.runlock import EX_TEMPFAIL, RunLocked
     from tasks.session import hold_run
     from tasks.storage import DatabaseError
 
+    from .checks import CommandError
+
     try:
         return hold_run(db, run_id, command, wait=wait)
     except RunLocked as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EX_TEMPFAIL
+        raise CommandError(str(exc), EX_TEMPFAIL) from None  # printed by flows.cli, as text or JSON
     except DatabaseError as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc)) from None
 
 
 def add_wait_flag(parser: argparse.ArgumentParser) -> None:

@@ -107,9 +107,13 @@ def run_serve(args: argparse.Namespace) -> int:
     # Scheduled runs have no terminal to draw progress bars on: their Prefect logs are the record.
     # Prefect reads its settings on import, so this comes first (the served runs inherit it).
     os.environ["PREFECT_LOGGING_LEVEL"] = args.log_level.upper()
-    if not Path(args.fleet_file).exists():
-        print(f"error: {args.fleet_file}: no such file", file=sys.stderr)
-        return 2
+    from .checks import CommandError, check_serve
+
+    try:
+        check_serve(args)  # the fleet file, the paths, the service's settings: before Prefect is imported
+    except CommandError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     try:
         deployments = build_deployments(args.fleet_file, args.db, args.lake or None, recalls_cron=args.recalls_cron,

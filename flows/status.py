@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ BATCH_COLUMNS = ("batch_id", "status", "submitted_at", "total_vins", "processed_
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="last runs, units spent this month, pending and failed VINs, batches in flight")
-    p.add_argument("--db", default=DEFAULT_DB)
+    p.add_argument("--db", default=DEFAULT_DB, help=f"the published DuckDB file (default {DEFAULT_DB}, or fleet.toml's)")
     p.add_argument("--runs", type=int, default=10, help="how many recent runs to show")
     p.add_argument("--json", action="store_true", help="print the status as JSON")
     p.set_defaults(run=run_status)
@@ -72,14 +71,15 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
 def run_status(args: argparse.Namespace) -> int:
     from tasks.storage import DatabaseError
 
+    from .checks import CommandError, check_status
+
+    check_status(args)
     if not Path(args.db).is_file():  # only the published file: the working store is the runs' own
-        print(f"error: {args.db}: no such database (run `fleet refresh` first, or pass --db)", file=sys.stderr)
-        return 2
+        raise CommandError(f"{args.db}: no such database (run `fleet refresh` first, or pass --db)")
     try:
         status = fleet_status(args.db, args.runs)
     except DatabaseError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc)) from None
     if args.json:
         print(json.dumps(status, indent=2, default=str))
     else:

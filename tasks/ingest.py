@@ -296,7 +296,30 @@ def _read_csv(path: Path) -> pl.DataFrame:
             path, f"cannot be parsed as CSV ({where}): check the delimiter, and that every row has "
             "as many fields as the header and closes its quotes",
         ) from None
+    if text.count(b'"') % 2:  # an odd number of quotes: one may have swallowed the rows after it
+        unclosed = _unclosed_quote(text)
+        if unclosed:
+            line, column = unclosed
+            raise FleetFileError(
+                path, f'a quote (") opened in line {line}, column {column} is never closed, so every line after it '
+                "reads as part of one field: close the quote or remove it (a quote inside a field is written \"\")",
+            )
     return frame
+
+
+def _unclosed_quote(text: bytes) -> tuple[int, int] | None:
+    """Line and column (1-based, in characters) of a quote left open with lines after it; None if there is none.
+
+    Quotes toggle as the CSV reader sees them (an escaped "" toggles twice). Only run when a file holds an
+    odd number of quotes, which is rare: a Python loop over its quotes is fine then.
+    """
+    opened = None
+    for match in re.finditer(rb'"', text):
+        opened = None if opened is not None else match.start()
+    if opened is None or not text[opened:].rstrip(b"\r\n").count(b"\n"):
+        return None  # nothing after it on another line: no row was lost
+    line_start = text.rfind(b"\n", 0, opened) + 1
+    return text.count(b"\n", 0, opened) + 1, len(text[line_start:opened].decode("utf-8", "replace")) + 1
 
 
 def _first_bad_row(text: bytes, separator: str) -> str:

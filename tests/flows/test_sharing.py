@@ -129,11 +129,14 @@ def test_two_refreshes_at_once_one_runs_and_the_other_is_refused_before_any_call
     assert codes == {0, EX_TEMPFAIL}, (first.stderr()[-2000:], second.stderr()[-2000:])
     ran, refused = (first, second) if first.process.returncode == 0 else (second, first)
 
-    # The refused one said so in one line (who holds it, since when, what to do) and printed nothing else.
-    lines = refused.stderr().splitlines()
+    # The refused one said so in one line (who holds it, since when, what to do) and printed nothing else:
+    # with --json, that line is a JSON error on stdout, where the summary would have been.
+    lines = refused.stdout().splitlines()
     assert len(lines) == 1, lines
-    assert f"pid {ran.pid}" in lines[0] and "--wait" in lines[0] and "since" in lines[0], lines[0]
-    assert refused.stdout() == ""
+    error = json.loads(lines[0])["error"]
+    assert (error["code"], error["kind"]) == (EX_TEMPFAIL, "busy"), error
+    assert f"pid {ran.pid}" in error["message"] and "--wait" in error["message"] and "since" in error["message"]
+    assert refused.stderr() == ""
 
     summary = ran.summary()
     _complete(summary, 60)

@@ -1,0 +1,236 @@
+"""Check first: everything a command can tell is wrong before it starts anything.
+
+Arguments, paths (the database, its staging folder, the lake: of the right kind, writable) and the
+service's settings are checked here, before a database is opened, a lock or staging file is written,
+or the sandbox or Prefect starts. A problem is a `CommandError`: one line (what, why, what to do) and
+an exit code (2 for usage), printed by `flows.cli` as text or, with `--json`, as JSON. Nothing here
+creates anything, and only the standard library and small project modules are imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .config import ConfigError, check_freshness
+from .exitcodes import BUG, BUSY, CANCELLED, PARTIAL, REFUSED, USAGE
+
+KINDS = {USAGE: "usage", BUG: "bug", BUSY: "busy", REFUSED: "refused", PARTIAL: "partial", CANCELLED: "cancelled"}
+LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+class CommandError(Exception):
+    """The command stops here: one line for the user, and the exit code."""
+
+    def __init__(self, message: str, code: int = USAGE):
+        super().__init__(" ".join(str(message).split()))  # one line, even for DuckDB's messages
+        self.message, self.code = str(self), code
+
+    @property
+    def kind(self) -> str:
+        return KINDS.get(self.code, "error")
+
+
+def usage_errors() -> tuple[type[Exception], ...]:
+    return (CommandError, ConfigError)
+
+
+# --- per command ---------------------------------------------------------------------------------
+
+
+def check_refresh(args: argparse.Namespace) -> None:
+    from tasks.recall_batches import MAX_BATCH_VINS
+
+    datasets(args.datasets)
+    if not 1 <= args.batch_size <= MAX_BATCH_VINS:
+        raise CommandError(f"--batch-size {args.batch_size}: a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs "
+                           f"(the service's limit); use {MAX_BATCH_VINS} or less")
+    fresh(args.fresh)
+    counts(args)
+    run_paths(args.db, args.lake)
+    if args.webhook_url:
+        webhook_url(args.webhook_url)
+    if args.webhook_listen:
+        webhook_listen(args.webhook_listen)
+    service(needs_calls=not args.dry_run)
+
+
+def check_backfill(args: argparse.Namespace) -> None:
+    counts(args)
+    run_paths(args.db, args.lake)
+    if args.vins_file:
+        readable_file(args.vins_file, "--vins-file")
+    if args.vins:
+        new_database_vins(args.db, [v for item in args.vins for v in item.split(",") if v.strip()])
+    if not args.reparse:  # re-parsing calls nothing
+        service(needs_calls=True)
+
+
+def check_status(args: argparse.Namespace) -> None:
+    if args.runs < 1:
+        raise CommandError(f"--runs {args.runs}: show 1 run or more")
+    not_a_folder(args.db, "--db")
+
+
+def check_serve(args: argparse.Namespace) -> None:
+    readable_file(args.fleet_file, "FLEET_FILE")
+    run_paths(args.db, args.lake)
+    service(needs_calls=True)
+
+
+# --- arguments -----------------------------------------------------------------------------------
+
+
+def datasets(text: str, allowed: tuple[str, ...] | None = None) -> list[str]:
+    from tasks.plan import ALL_DATASETS
+
+    allowed = allowed or ALL_DATASETS
+    chosen = [d.strip() for d in (text or "").split(",") if d.strip()]
+    unknown = [d for d in chosen if d not in allowed]
+    if unknown:
+        raise CommandError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(allowed)}")
+    return chosen
+
+
+def fresh_flags(items: list[str]) -> dict[str, str]:
+    """`--fresh DATASET=AGE` (repeatable) as a dict; the windows themselves are checked by `fresh`."""
+    bad = [i for i in items if "=" not in i]
+    if bad:
+        raise CommandError(f"--fresh {bad[0]}: takes DATASET=AGE, e.g. market_value=14d")
+    return dict(item.split("=", 1) for item in items)
+
+
+def fresh(windows: dict[str, str]) -> None:
+    try:
+        check_freshness(windows, "--fresh " + ",".join(f"{k}={v}" for k, v in windows.items()))
+    except ConfigError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def counts(args: argparse.Namespace) -> None:
+    for flag in ("concurrency", "chunk_size"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise CommandError(f"--{flag.replace('_', '-')} {value}: must be 1 or more")
+    if getattr(args, "max_units", None) is not None and args.max_units < 0:
+        raise CommandError(f"--max-units {args.max_units}: a budget of units is 0 or more")
+
+
+def webhook_url(url: str) -> None:
+    parts = urlsplit(url)
+    local = parts.scheme == "http" and (parts.hostname or "") in LOOPBACK  # only an embedded sandbox reaches it
+    if not parts.hostname or (parts.scheme != "https" and not local):
+        raise CommandError(f"--webhook-url {url}: the service posts to an https URL only; give the https address "
+                           "that reaches --webhook-listen (e.g. https://hooks.example.com/fleet)")
+
+
+def webhook_listen(address: str) -> None:
+    host, colon, port = address.rpartition(":")
+    if not colon:
+        raise CommandError(f"--webhook-listen {address}: write HOST:PORT, e.g. 0.0.0.0:8080")
+    if not port.isdigit():
+        raise CommandError(f"--webhook-listen {address}: the port {port!r} is not a number; write HOST:PORT, "
+                           "e.g. 0.0.0.0:8080")
+    if not 1 <= int(port) <= 65535:
+        raise CommandError(f"--webhook-listen {address}: the port must be 1 to 65535")
+    try:  # the receiver starts only once the batch is paid for: find out now whether it can
+        with socket.create_server((host.strip("[]") or "127.0.0.1", int(port))):
+            pass
+    except OSError as exc:
+        raise CommandError(f"--webhook-listen {address}: cannot listen there ({exc.strerror or exc}); "
+                           "choose a free port on an address of this machine") from None
+
+
+def new_database_vins(db: str, given: list[str]) -> None:
+    """Without a database there is no roster: a VIN is accepted only if valid, known without taking the lock.
+
+    With a database, VINs on its roster are accepted whatever they look like: that check runs under the lock.
+    """
+    from tasks.store import exists
+    from tasks.vins import reject_reason
+
+    if exists(db):
+        return
+    refused = [(raw, reason) for raw in given if (reason := reject_reason(raw))]
+    if refused:
+        raise CommandError(f"not valid VINs ({db} does not exist yet, so no VIN is on a roster): "
+                           + ", ".join(f"{raw} ({reason})" for raw, reason in refused))
+
+
+# --- paths ---------------------------------------------------------------------------------------
+
+
+def run_paths(db: str, lake: str | None) -> None:
+    """The database file, the staging folder beside it, the lake: of the right kind and writable."""
+    database = Path(db)
+    not_a_folder(db, "--db")
+    writable_file(database, "--db")
+    writable_folder(database.resolve().parent / "staging", "the staging folder beside --db")
+    if lake:
+        writable_folder(Path(lake), "--lake")
+
+
+def not_a_folder(db: str, flag: str) -> None:
+    if Path(db).is_dir():
+        raise CommandError(f"{flag} {db}: is a folder; give the database file, e.g. {Path(db) / 'fleet.duckdb'}")
+
+
+def writable_file(path: Path, what: str) -> None:
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise CommandError(f"{what} {path}: not writable; fix its permissions or choose another path")
+        return
+    _creatable(path, what)
+
+
+def writable_folder(path: Path, what: str) -> None:
+    if path.exists():
+        if not path.is_dir():
+            raise CommandError(f"{what} {path}: is a file, not a folder; move it away or choose another path")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise CommandError(f"{what} {path}: not writable; fix its permissions or choose another path")
+        return
+    _creatable(path, what)
+
+
+def _creatable(path: Path, what: str) -> None:
+    """Nothing is created here: the nearest existing folder above `path` must be a writable folder."""
+    above = path.absolute().parent
+    while not above.exists():
+        above = above.parent
+    if not above.is_dir():
+        raise CommandError(f"{what} {path}: {above} is a file, not a folder; choose another path")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise CommandError(f"{what} {path}: {above} is not writable; fix its permissions or choose another path")
+
+
+def readable_file(path: str, what: str) -> None:
+    if not Path(path).is_file():
+        raise CommandError(f"{what} {path}: no such file; check the path")
+    if not os.access(path, os.R_OK):
+        raise CommandError(f"{what} {path}: not readable; fix its permissions")
+
+
+# --- the service ---------------------------------------------------------------------------------
+
+
+def service(needs_calls: bool) -> None:
+    """Settings that can work: a key where a call is needed, a base URL that is an http(s) URL."""
+    from connectors import Settings
+
+    try:
+        settings = Settings.from_env()
+    except ValueError as exc:
+        raise CommandError(f"{exc}; fix it in the environment or .env") from None
+    if not settings.configured:
+        return  # the embedded sandbox
+    url = urlsplit(settings.base_url or "")
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise CommandError(f"VDS_BASE_URL {settings.base_url!r} is not an http(s) URL; write it as "
+                           "https://api.carsxe.com, or unset it to use the public service")
+    if needs_calls and not settings.api_key:
+        raise CommandError("VDS_BASE_URL is set but VDS_API_KEY is not: set the key in the environment or .env "
+                           "(or unset VDS_BASE_URL to use the embedded sandbox)")
