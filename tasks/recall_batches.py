@@ -185,7 +185,8 @@ async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url,
         _land_calls(db, run_id, calls, outcome)
         return None
     except e.VehicleDataError as exc:
-        if exc.status is not None and 400 <= exc.status < 500:
+        status = getattr(exc, "status", None)  # none when no answer came (a dropped connection, a timeout)
+        if status is not None and 400 <= status < 500:
             # Refused for good: the same request would be refused again. End the entry, fail its VINs.
             _refuse(db, run_id, calls, vins, key, chunk_path, exc, outcome)
             return None
