@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 from dotenv import dotenv_values
@@ -30,7 +31,7 @@ class Settings:
         return f"Settings(base_url={self.base_url!r}, api_key=<{key}>, transport={self.transport!r})"
 
     @classmethod
-    def from_env(cls, env_file: str | Path | None = ".env", **overrides: object) -> "Settings":
+    def from_env(cls, env_file: str | Path | None = ".env", **overrides: Any) -> "Settings":
         """Read `VDS_API_KEY` and `VDS_BASE_URL` from the environment, else from `.env`.
 
         Also `VDS_MAX_RETRIES` (transient retries per call), `VDS_MAX_RETRY_AFTER` (cap, in
@@ -43,7 +44,7 @@ class Settings:
             return os.environ.get(name) or file_values.get(name) or None
 
         settings = cls(api_key=pick("VDS_API_KEY"), base_url=pick("VDS_BASE_URL"))
-        retry = {}
+        retry: dict[str, Any] = {}
         if pick("VDS_MAX_RETRIES"):
             retry["max_retries"] = int(pick("VDS_MAX_RETRIES") or 0)
         if pick("VDS_MAX_RETRY_AFTER"):
