@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Self
 
 import httpx
 
@@ -59,7 +59,7 @@ class BaseClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def __aenter__(self) -> "BaseClient":
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -112,6 +112,7 @@ class BaseClient:
             if not retry:
                 raise error
             budget = policy.budget(error)
+            assert budget is not None  # should_retry said yes, which needs a budget
             retries[budget] = retries.get(budget, 0) + 1
             delay = policy.delay(retries[budget], getattr(error, "retry_after", None))
             log.debug("retrying %s after %s (attempt %d) in %.2fs", ep.name, type(error).__name__, attempt, delay)

@@ -9,7 +9,6 @@ exact answers with `httpx.MockTransport`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -83,7 +82,7 @@ class AiohttpSession:
                                        allow_redirects=False) as response:
                 content = await response.read()
                 answer = RawResponse(response.status, {k.lower(): v for k, v in response.headers.items()}, content)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise errors.APITimeoutError(self._clean(f"timeout calling {path}: {exc!r}"), endpoint=endpoint) from None
         except (aiohttp.ClientError, OSError) as exc:
             raise errors.APIConnectionError(self._clean(f"{type(exc).__name__} calling {path}: {exc}"),
@@ -132,7 +131,7 @@ class HttpxSession:
         except httpx.TimeoutException as exc:
             raise errors.APITimeoutError(self._clean(f"{type(exc).__name__} calling {path}: {exc}"),
                                          endpoint=endpoint) from None
-        except (httpx.HTTPError, OSError, asyncio.TimeoutError) as exc:
+        except (httpx.HTTPError, OSError, TimeoutError) as exc:
             raise errors.APIConnectionError(self._clean(f"{type(exc).__name__} calling {path}: {exc}"),
                                             endpoint=endpoint) from None
         return RawResponse(response.status_code, response.headers, content)

@@ -90,7 +90,7 @@ class BatchWebhookReceiver:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # the bound port when 0 was asked
+        self.port = self._runner.addresses[0][1]  # the bound port when 0 was asked
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -134,7 +134,7 @@ class BatchWebhookReceiver:
         deadline = loop.time() + timeout
         try:
             await asyncio.wait_for(waiting.event.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         pause = waiting.woke_at + self.min_interval - loop.time()
         if pause > 0:

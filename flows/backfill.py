@@ -12,7 +12,7 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
 
@@ -22,7 +22,15 @@ from .target import service_settings
 
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
 REPARSE_DATASETS = ("specs", "market_value", "history", "lien_theft", "ownership", "recalls")
-_FLOWS = {
+
+
+class FlowOptions(TypedDict):  # typed per key, so mypy checks `flow(**options)` (a plain dict is dict[str, object])
+    name: str
+    persist_result: bool
+    log_prints: bool
+
+
+_FLOWS: dict[str, FlowOptions] = {
     "backfill_fleet": dict(name="fleet-backfill", persist_result=False, log_prints=False),
     "reparse_raw_responses": dict(name="fleet-reparse", persist_result=False, log_prints=False),
 }

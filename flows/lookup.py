@@ -14,8 +14,8 @@ from connectors.errors import VehicleDataError
 from .target import service_settings
 
 
-def _vin(p: argparse.ArgumentParser) -> None:
-    p.add_argument("vin", help="17-character VIN")
+def _vin(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument("vin", help="17-character VIN")
 
 
 def _batch(p: argparse.ArgumentParser) -> None:
@@ -23,12 +23,12 @@ def _batch(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-token", help="batch-scoped token from an x402 submit (used instead of the key)")
 
 
-def _include(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--include", help="comma-separated: demographics,emails,phones,vehicle_history")
+def _include(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument("--include", help="comma-separated: demographics,emails,phones,vehicle_history")
 
 
-# endpoint name -> (add its arguments, call the client with the parsed arguments)
-COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[VehicleDataClient, argparse.Namespace], Any]]] = {
+# endpoint name -> (add its arguments (what it returns is unused), call the client with the parsed arguments)
+COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], object], Callable[[VehicleDataClient, argparse.Namespace], Any]]] = {
     "specs": (
         lambda p: (_vin(p), p.add_argument("--deepdata", action="store_true"), p.add_argument("--no-international", action="store_true")),
         lambda c, a: c.specs(a.vin, deepdata=a.deepdata, disable_international=a.no_international),

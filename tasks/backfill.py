@@ -83,7 +83,7 @@ def check_vins(db: Database, given: list[str]) -> tuple[list[str], list[tuple[st
         reason = None if vin in on_roster else reject_reason(raw)
         if reason:
             refused.append((raw, reason))
-        elif vin not in accepted:
+        elif vin is not None and vin not in accepted:  # no reason: normalise_vin gave a VIN
             accepted.append(vin)
     return accepted, refused
 
@@ -112,7 +112,7 @@ def plan_from_frames(run_id: str, frames: dict[str, pl.DataFrame], datasets: lis
         due = frames.get(dataset)
         count = due.height if due is not None else 0
         path = None
-        if count:
+        if due is not None and count:
             path = str(folder / f"backfill_{dataset}.parquet")
             due.write_parquet(path)
         endpoint = ENRICHMENT[FETCHED_AS.get(dataset, dataset)].endpoint
@@ -200,8 +200,8 @@ def parse_raw_rows(dataset: str, rows: list[dict[str, Any]]) -> tuple[dict[str, 
     out: dict[str, dict[str, pl.DataFrame]] = {}
     for run in set(found) | set(batch_checks):
         parts: dict[str, list[pl.DataFrame]] = defaultdict(list)
-        for layer, asks in zip(found.get(run, []), requests.get(run, [])):
-            result = ChunkResult(fetched_as, found=layer, requests=asks)
+        for layer, layer_asks in zip(found.get(run, []), requests.get(run, [])):
+            result = ChunkResult(fetched_as, found=layer, requests=layer_asks)
             for table, frame in DATA_FRAMES[fetched_as](result).items():
                 parts[table].append(frame)
         if batch_checks.get(run):

@@ -22,6 +22,7 @@ import glob as globbing
 import io
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,7 +156,7 @@ def _snake(name: str) -> str:
     return snake or "column"
 
 
-def expand_paths(paths: list[str | Path] | str | Path) -> tuple[list[Path], list[str]]:
+def expand_paths(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], list[str]]:
     """Files to read, in a stable order, and files skipped inside folders (not CSV/Parquet)."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -525,7 +526,7 @@ def _condition(roster: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def read_fleet(paths: list[str | Path] | str | Path, vin_column: str | None = None) -> IngestResult:
+def read_fleet(paths: Sequence[str | Path] | str | Path, vin_column: str | None = None) -> IngestResult:
     """Read, normalise, validate and de-duplicate fleet files.
 
     paths: files, folders (every CSV/Parquet inside, sorted) or glob patterns.
@@ -618,6 +619,6 @@ def _tidy(frame: pl.DataFrame) -> pl.DataFrame:
     if "state" in frame.columns:
         frame = frame.with_columns(pl.col("state").str.strip_chars().str.to_uppercase())
     leading = [c for c in ROSTER_LEADING if c in frame.columns]
-    trailing = [c for c in ("check_digit_valid", "duplicate_count") if c in frame.columns]
+    trailing: list[str] = [c for c in ("check_digit_valid", "duplicate_count") if c in frame.columns]
     others = [c for c in frame.columns if c not in leading and c not in trailing]
     return frame.select(leading + others + trailing)

@@ -244,6 +244,7 @@ class Journal:
         """
         result = ChunkResult(self.dataset)
         model = ENDPOINTS[DATASETS[self.dataset].endpoint].model
+        assert model is not None  # a dataset's endpoint answers JSON (only the batch CSV download has no model)
         columns = self.table.to_pydict()
         attempts: Counter[str] = Counter()
         for i in range(self.table.num_rows):

@@ -12,9 +12,9 @@ from . import staging
 from .enrich import DATASETS, ChunkResult
 from .storage import Database
 
-FETCH_STATUS_SCHEMA = {"vin": pl.String, "dataset": pl.String, "outcome": pl.String, "fetched_at": staging.TS}
-OWNERSHIP_SCHEMA = {"vin": pl.String, "owner_count": pl.Int32, "vehicle": pl.String, "owners": pl.String,
-                    "fetched_at": staging.TS}
+FETCH_STATUS_SCHEMA: staging.Schema = {"vin": pl.String, "dataset": pl.String, "outcome": pl.String, "fetched_at": staging.TS}
+OWNERSHIP_SCHEMA: staging.Schema = {"vin": pl.String, "owner_count": pl.Int32, "vehicle": pl.String, "owners": pl.String,
+                                    "fetched_at": staging.TS}
 
 # Which table a dataset's answers land in, and how they are staged.
 DATA_FRAMES = {

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import polars as pl
 
@@ -34,6 +34,7 @@ from .vins import normalise_vin_expr, vin_reject_reason_expr, with_check_digit_v
 
 if TYPE_CHECKING:
     from .ingest import IngestResult
+    from .staging import Schema
     from .storage import Database
 
 PLATE_FRESHNESS = timedelta(days=90)  # a plate rarely changes hands in a quarter; a new lookup costs a unit
@@ -82,7 +83,7 @@ def with_lookup_keys(rows: pl.DataFrame) -> pl.DataFrame:
 
 def lookup_keys(rows: pl.DataFrame) -> list[Key]:
     """The distinct lookups `rows` (with lookup keys) need, in first-seen order."""
-    return [tuple(k) for k in rows.select(KEY).unique(maintain_order=True).rows()]  # type: ignore[misc]
+    return [tuple(k) for k in rows.select(KEY).unique(maintain_order=True).rows()]
 
 
 def _rejected(rows: pl.DataFrame, reason: str | pl.Expr) -> pl.DataFrame:
@@ -222,8 +223,8 @@ def _lookups_frame(lookups: PlateLookups) -> pl.DataFrame:
             for k, r in lookups.results.items()]
     rows += [{"lookup_country": k[0], "lookup_state": k[1], "lookup_plate": k[2], "outcome": "not_looked_up"}
              for k in lookups.not_looked_up]
-    schema = {"lookup_country": pl.String, "lookup_state": pl.String, "lookup_plate": pl.String, "outcome": pl.String,
-              "answered_vin": pl.String, "status": pl.Int32, "message": pl.String, "fetched_at": pl.Datetime("us", "UTC")}
+    schema: Schema = {"lookup_country": pl.String, "lookup_state": pl.String, "lookup_plate": pl.String, "outcome": pl.String,
+                      "answered_vin": pl.String, "status": pl.Int32, "message": pl.String, "fetched_at": pl.Datetime("us", "UTC")}
     frame = pl.DataFrame(rows, schema=schema, orient="row")
     # The decoder's VIN must pass the rules a VIN from the file passes, or it cannot join the roster.
     frame = with_check_digit_valid(frame.with_columns(normalise_vin_expr("answered_vin").alias("vin")))
@@ -309,7 +310,7 @@ def settle_at_ingest(
     return roster, rejected, counts
 
 
-def land_lookups(db: "Database", run_id: str, waiting: pl.DataFrame, lookups: PlateLookups) -> dict[str, int]:
+def land_lookups(db: "Database", run_id: str, waiting: pl.DataFrame, lookups: PlateLookups) -> dict[str, Any]:
     """Land the lookups, their calls, and the waiting rows' places, in one transaction; returns the counts."""
     from .staging import api_calls_frame
     from .storage import pack_vehicle_extras

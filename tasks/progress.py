@@ -36,12 +36,12 @@ class RichBars:
     """Terminal progress bars; thread-safe, one bar per key."""
 
     def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
         self._progress = Progress(
             TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), transient=False
         )
-        self._bars: dict[str, int] = {}
+        self._bars: dict[str, TaskID] = {}
         self._lock = threading.Lock()
 
     def __enter__(self) -> "RichBars":

@@ -37,7 +37,7 @@ from .storage import Database
 
 MAX_BATCH_VINS = 10_000  # the spec's limit per recalls batch
 
-LEDGER_SCHEMA = {
+LEDGER_SCHEMA: staging.Schema = {
     "batch_id": pl.String, "numeric_batch_id": pl.Int64, "status": pl.String, "idempotency_key": pl.String,
     "submitted_at": staging.TS, "completed_at": staging.TS, "total_vins": pl.Int32, "processed_vins": pl.Int32,
     "vins_count": pl.Int32, "vins_chunk": pl.String, "webhook_url": pl.String, "message": pl.String,
@@ -80,7 +80,7 @@ class _Calls:
 
 
 def _ledger_row(job: BatchJob | None, **values: Any) -> pl.DataFrame:
-    row = {k: None for k in LEDGER_SCHEMA} | {"fetched_at": _now()}
+    row: dict[str, Any] = {k: None for k in LEDGER_SCHEMA} | {"fetched_at": _now()}
     if job is not None:
         row |= {"batch_id": job.batchId, "numeric_batch_id": job.numericBatchId, "status": job.status_text,
                 "total_vins": job.totalVins, "processed_vins": job.processedVins, "completed_at": job.completedAt}
@@ -160,11 +160,11 @@ async def run_recall_batches(
                 webhooks.expect(job.batchId)  # its delivery may come before its turn to be waited for
             to_poll.append((job, vins, str(chunk_path), webhooks is not None))
         # 3. Poll each batch to the end and land its results with the ledger's final status.
-        for job, vins, chunk_path, notified in to_poll:
+        for job, vins, chunk_file, notified in to_poll:
             calls.batch_id = job.batchId
             if await _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, stops, webhooks if notified else None):
-                Path(chunk_path).unlink(missing_ok=True)  # landed: the ledger no longer needs the VIN list
-            if notified:
+                Path(chunk_file).unlink(missing_ok=True)  # landed: the ledger no longer needs the VIN list
+            if notified and webhooks is not None:
                 webhooks.forget(job.batchId)
             if on_progress:
                 on_progress(len(vins))
@@ -185,7 +185,8 @@ async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url,
         _land_calls(db, run_id, calls, outcome)
         return None
     except e.VehicleDataError as exc:
-        if exc.status is not None and 400 <= exc.status < 500:
+        status = getattr(exc, "status", None)  # none when no answer came (a dropped connection, a timeout)
+        if status is not None and 400 <= status < 500:
             # Refused for good: the same request would be refused again. End the entry, fail its VINs.
             _refuse(db, run_id, calls, vins, key, chunk_path, exc, outcome)
             return None

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import polars as pl
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
-from prefect.cache_policies import NONE
+from prefect.cache_policies import NONE, CachePolicy
 
 from connectors import Settings
 
@@ -34,7 +34,14 @@ from .recall_details import fetch_recall_details
 from .storage import open_database
 from .summary import plan_text, summary_markdown
 
-TASK = dict(cache_policy=NONE, persist_result=False, retries=0)
+
+class TaskOptions(TypedDict):  # typed per key, so mypy checks `@task(**TASK)` (a plain dict is dict[str, object])
+    cache_policy: CachePolicy
+    persist_result: bool
+    retries: int
+
+
+TASK: TaskOptions = dict(cache_policy=NONE, persist_result=False, retries=0)
 _RUN_DATASET_COLUMNS = {
     **{k: pl.Int64 for k in ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",
                              "pending", "units", "calls")},
@@ -174,13 +181,14 @@ def recall_details(db_path: str, run_id: str, budget_left: int | None, concurren
 
 
 @task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
-def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str, offset: int, length: int,
+def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str | None, offset: int, length: int,
                         concurrency: int, budget_left: int | None) -> dict[str, Any]:
     """Fetch one dataset for one chunk of due VINs and land it in one transaction.
 
     Every answer is journalled in the run's staging folder as it arrives; the journal goes once the
     landing has committed. A kill or a failed landing leaves it to the next run (`plan_refresh`).
     """
+    assert due_path is not None  # the plan's path, None only for a dataset with nothing due (so no chunk)
     rows = read_slice(due_path, offset, length)
     reporter = progress.current()
     with fetch_turn(run_id, dataset):

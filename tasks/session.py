@@ -24,12 +24,14 @@ import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable, ParamSpec, TypeVar
 
 from . import progress, runlock, store
 from .progressfile import ProgressFile, Tee, progress_path
 
 DEFAULT_PUBLISH_SECONDS = 120.0
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def publish_seconds() -> float:
@@ -153,18 +155,18 @@ def phase(db: str | Path, name: str) -> None:
         run.progress.phase(name)
 
 
-def holds_run_lock(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def holds_run_lock(command: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make a flow take its database's lock for its whole run (a no-op hold when `fleet` took it already).
 
     The flow must take `db` and `run_id` parameters; a flow started by `fleet serve` or a worker
     queues behind a run in progress (one line on stderr) rather than failing.
     """
 
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
         signature = inspect.signature(fn)
 
         @functools.wraps(fn)
-        def run(*args: Any, **kwargs: Any) -> Any:
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             bound.arguments["run_id"] = bound.arguments.get("run_id") or new_run_id()

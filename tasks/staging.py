@@ -28,6 +28,7 @@ MILEAGE_BAND = pl.Struct({"model_year": pl.String, "range_begin": pl.Int32, "ran
 ADD_DEDUCT = pl.Struct({"uoc": pl.String, "name": pl.String, "xclean": pl.Float64, "clean": pl.Float64,
                         "avg": pl.Float64, "rough": pl.Float64, "auto": pl.String})
 TS = pl.Datetime("us", "UTC")
+Schema = dict[str, pl.DataType | type[pl.DataType]]  # dtype classes (pl.String) and instances (TS) alike
 _GROUP_FIELDS = set(GROUP.to_schema())
 _AUCTION_FIELDS = set(AUCTION.to_schema())
 _BAND_FIELDS = set(MILEAGE_BAND.to_schema())
@@ -36,7 +37,7 @@ _ADD_DEDUCT_FIELDS = set(ADD_DEDUCT.to_schema())
 Fetched = tuple[str, Any, datetime]  # (vin, parsed result, fetched_at)
 
 
-def _frame(rows: list[dict[str, Any]], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def _frame(rows: list[dict[str, Any]], schema: Schema) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
 
 
@@ -44,7 +45,7 @@ def _pick(obj: Any, fields: Iterable[str]) -> dict[str, Any]:
     return {f: getattr(obj, f, None) for f in fields}
 
 
-SPECS_SCHEMA = {
+SPECS_SCHEMA: Schema = {
     "vin": pl.String, "year": pl.Int32, "make": pl.String, "model": pl.String, "trim": pl.String,
     "style": pl.String, "type": pl.String, "made_in": pl.String, "doors": pl.Int32, "fuel_type": pl.String,
     "engine": pl.String, "engine_cylinders": pl.Int32, "transmission": pl.String, "drivetrain": pl.String,
@@ -70,7 +71,7 @@ def specs_frame(fetched: Sequence[Fetched]) -> pl.DataFrame:
     return _frame(rows, SPECS_SCHEMA)
 
 
-MARKET_SCHEMA = {
+MARKET_SCHEMA: Schema = {
     "vin": pl.String, "valued_on": pl.Date, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String,
     "condition": pl.String,
     "model_year": pl.Int32, "make": pl.String, "model": pl.String, "series": pl.String, "style": pl.String,
@@ -106,7 +107,7 @@ def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str
     return _frame(rows, MARKET_SCHEMA)
 
 
-HISTORY_SCHEMA = {
+HISTORY_SCHEMA: Schema = {
     "vin": pl.String, "brands_record_count": pl.Int32, "vin_changed": pl.Boolean, "title_brands": pl.List(pl.String),
     "junk_and_salvage_information": pl.List(pl.String), "insurance_information": pl.List(pl.String),
     "brands_information": pl.List(pl.String), "current_title_information": pl.List(pl.String),
@@ -139,7 +140,7 @@ def history_frame(fetched: Sequence[Fetched]) -> pl.DataFrame:
     return _frame(rows, HISTORY_SCHEMA)
 
 
-LIEN_SCHEMA = {
+LIEN_SCHEMA: Schema = {
     "vin": pl.String, "event_index": pl.Int32, "event": pl.String, "location": pl.String,
     "details_list": pl.List(pl.String), "year": pl.Int32, "make": pl.String, "model": pl.String,
     "type": pl.String, "fetched_at": TS,
@@ -156,7 +157,7 @@ def lien_theft_frame(fetched: Sequence[Fetched]) -> pl.DataFrame:
     return _frame(rows, LIEN_SCHEMA)
 
 
-RECALL_CHECK_SCHEMA = {
+RECALL_CHECK_SCHEMA: Schema = {
     "vin": pl.String, "checked_via": pl.String, "batch_id": pl.String, "has_recalls": pl.Boolean,
     "recall_count": pl.Int32, "campaigns_listed": pl.Boolean, "fetched_at": TS,
 }
@@ -170,8 +171,8 @@ def recall_checks_from_batch(items: Sequence[m.BatchResultItem], batch_id: str, 
 
 def recall_checks_from_reports(fetched: Sequence[Fetched], no_data: Sequence[tuple[str, datetime]] = ()) -> pl.DataFrame:
     """Per-VIN lookups; a 404 "no data" is a check too: no campaign listed, so the VIN's open ones close."""
-    rows = [{"vin": vin, "checked_via": "vin", "batch_id": None, "has_recalls": None, "recall_count": None,
-             "campaigns_listed": True, "fetched_at": at} for vin, at in no_data]
+    rows: list[dict[str, Any]] = [{"vin": vin, "checked_via": "vin", "batch_id": None, "has_recalls": None,
+                                   "recall_count": None, "campaigns_listed": True, "fetched_at": at} for vin, at in no_data]
     for vin, r, at in fetched:
         count = r.data.recall_count if r.data.recall_count is not None else len(r.data.recalls)
         rows.append({"vin": vin, "checked_via": "vin", "batch_id": None, "has_recalls": count > 0,
@@ -179,7 +180,7 @@ def recall_checks_from_reports(fetched: Sequence[Fetched], no_data: Sequence[tup
     return _frame(rows, RECALL_CHECK_SCHEMA)
 
 
-RECALL_SCHEMA = {
+RECALL_SCHEMA: Schema = {
     "vin": pl.String, "nhtsa_campaign_number": pl.String, "manufacturer": pl.String, "park_it": pl.Boolean,
     "park_outside": pl.Boolean, "over_the_air_update": pl.Boolean, "report_received_date": pl.Date,
     "component": pl.String, "summary": pl.String, "consequence": pl.String, "remedy": pl.String,
@@ -199,7 +200,7 @@ def recalls_frame(per_vin: Sequence[tuple[str, Sequence[m.Recall], datetime]], m
     return _frame(rows, RECALL_SCHEMA)
 
 
-CALL_SCHEMA = {
+CALL_SCHEMA: Schema = {
     "call_id": pl.String, "endpoint": pl.String, "method": pl.String, "vin": pl.String, "batch_id": pl.String,
     "status": pl.Int32, "units": pl.Int32, "latency_ms": pl.Float64, "attempt": pl.Int32,
     "error_message": pl.String, "replayed": pl.Boolean, "fetched_at": TS,
@@ -217,7 +218,7 @@ def api_calls_frame(calls: Sequence[tuple[str, CallRecord, datetime, str | None]
     return _frame(rows, CALL_SCHEMA)
 
 
-FAILURE_SCHEMA = {
+FAILURE_SCHEMA: Schema = {
     "vin": pl.String, "dataset": pl.String, "status": pl.Int32, "message": pl.String, "retryable": pl.Boolean,
     "attempts": pl.Int32, "fetched_at": TS,
 }
@@ -227,7 +228,7 @@ def failures_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
     return _frame(list(rows), FAILURE_SCHEMA)
 
 
-RAW_SCHEMA = {
+RAW_SCHEMA: Schema = {
     "response_hash": pl.String, "dataset": pl.String, "vin": pl.String, "batch_id": pl.String,
     "endpoint": pl.String, "request_params": pl.String, "status": pl.Int32, "body": pl.String, "fetched_at": TS,
 }

@@ -373,7 +373,7 @@ class Database:
         if table not in LANDING_TABLES:
             raise DatabaseError(f"cannot land into {table!r}; tables: {', '.join(LANDING_TABLES)}")
         if isinstance(frame, pa.Table):
-            frame = pl.from_arrow(frame)  # type: ignore[assignment]
+            frame = pl.from_arrow(frame)
         assert isinstance(frame, pl.DataFrame)
         if table == "vehicles":
             frame = pack_vehicle_extras(frame)

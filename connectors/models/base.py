@@ -7,8 +7,9 @@ parsed here, once, so nothing downstream re-parses text.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import date, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PrivateAttr, ValidationError
 
@@ -95,7 +96,7 @@ class Result(ServiceModel):
         return self._raw
 
     @classmethod
-    def from_payload(cls, payload: dict[str, Any], endpoint: str | None = None) -> "Result":
+    def from_payload(cls, payload: dict[str, Any], endpoint: str | None = None) -> Self:
         """The typed result; valid JSON of the wrong shape is a `MalformedResponseError`, like garbled JSON.
 
         So every caller handles one error tree: a wrong-shape answer fails its own call, never a
@@ -111,7 +112,7 @@ class Result(ServiceModel):
 
 def _mismatch(exc: ValidationError, endpoint: str | None) -> MalformedResponseError:
     """The first mismatch, by location only (never the values: they may be personal data)."""
-    first = exc.errors()[0] if exc.error_count() else {}
+    first: Mapping[str, Any] = exc.errors()[0] if exc.error_count() else {}
     where = ".".join(str(part) for part in first.get("loc", ())) or "body"
     return MalformedResponseError(
         f"{endpoint or 'the service'} answered 200 with a body that does not match its schema "

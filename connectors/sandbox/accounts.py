@@ -167,6 +167,7 @@ class Ledger:
 
     def _check_quota(self, key: str, account: Account, api: str, units: int, bulk: bool) -> None:
         limit = account.monthly_quota
+        assert limit is not None  # only called for an account with a quota
         current = self.usage.get((key, api), 0)
         if current + units <= limit:
             return

@@ -5,6 +5,7 @@ import asyncio
 import itertools
 import secrets
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
@@ -94,11 +95,12 @@ class BatchStore:
             await self._deliver(batch)
 
     async def _deliver(self, batch: Batch) -> None:
+        assert batch.webhook_url is not None  # only a batch with a webhook is delivered
         payload = {"event": EVENT, "batchId": batch.batch_id, "numericBatchId": batch.numeric_id,
                    "status": batch.status, "totalVins": len(batch.vins), "processedVins": batch.processed,
                    "completedAt": batch.completed_at}
-        record = {"url": batch.webhook_url, "batchId": batch.batch_id, "payload": payload,
-                  "attemptedAt": now_iso(), "status": None, "error": None}
+        record: dict[str, Any] = {"url": batch.webhook_url, "batchId": batch.batch_id, "payload": payload,
+                                  "attemptedAt": now_iso(), "status": None, "error": None}
         if not is_loopback_http(batch.webhook_url):
             record["error"] = "the sandbox delivers webhooks only to loopback receivers (no internet)"
         else:
@@ -108,7 +110,7 @@ class BatchStore:
                     async with session.post(batch.webhook_url, json=payload,
                                             headers={"X-Service-Event": EVENT}) as answer:
                         record["status"] = answer.status
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 record["error"] = f"{type(exc).__name__}: {exc}"
         self.deliveries.append(record)
 

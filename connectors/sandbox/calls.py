@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 from xml.sax.saxutils import escape
 
 try:  # a Prefect dependency, so normally present; the sandbox works without it
@@ -9,7 +10,7 @@ try:  # a Prefect dependency, so normally present; the sandbox works without it
 
     _dumps = orjson.dumps
 except ImportError:  # pragma: no cover
-    def _dumps(value) -> bytes:
+    def _dumps(value: Any, default: Any = None, option: Any = None) -> bytes:  # orjson.dumps' parameters
         return json.dumps(value).encode()
 
 from aiohttp import web

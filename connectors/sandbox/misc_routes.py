@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from . import errors, obd as obd_codes, options, plates, ymm
 from .calls import Call, ok
@@ -102,8 +103,8 @@ async def ymm_options(request):
     per_model = dimension == "variants" and year_raw and make and not model
     units = max(model_count, 1) if per_model else 1
     call.charge({"ymm-options": units}, bulk=bool(per_model))
-    body = {"input": {k: v for k, v in (("year", year_raw), ("make", make), ("model", model)) if v},
-            dimension: values}
+    body: dict[str, Any] = {"input": {k: v for k, v in (("year", year_raw), ("make", make), ("model", model)) if v},
+                            dimension: values}
     if per_model:
         body["modelCount"] = model_count
     return ok(body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Mapping
 
 from . import catalog, errors
 from .vehicles import VIN_CHARS, digest, rng, synthetic_vin
@@ -77,7 +78,7 @@ LICENSE_PRESETS = ("Public", "Share", "ShareCommercially", "Modify", "ModifyComm
 LICENSE_TOKENS = ("cc_publicdomain", "cc_attribute", "cc_sharealike", "cc_noncommercial", "cc_nonderived")
 
 
-def check_image_filters(q: dict) -> None:
+def check_image_filters(q: Mapping[str, str]) -> None:
     if q.get("angle") and q["angle"] not in ANGLES:
         raise errors.ApiError(400, "Invalid angle. Must be one of: front, side, back")
     if q.get("photoType"):
@@ -96,7 +97,7 @@ def check_image_filters(q: dict) -> None:
         raise errors.ApiError(400, "Invalid transparent. Must be true or false")
 
 
-def images(make: str, model: str, q: dict) -> list[dict]:
+def images(make: str, model: str, q: Mapping[str, str]) -> list[dict]:
     if make.lower() not in catalog.MAKE_BY_LOWER or digest("img", make.lower(), model.lower()) % 100 < 5:
         return []
     r = rng("images", make.lower(), model.lower(), q.get("year"), q.get("color"), q.get("angle"))

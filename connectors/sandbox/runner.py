@@ -112,7 +112,9 @@ class Sandbox:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                                    cwd=str(_PROJECT_ROOT), text=True)
         line_holder: list[str] = []
-        reader = threading.Thread(target=lambda: line_holder.append(process.stdout.readline()), daemon=True)
+        stdout = process.stdout
+        assert stdout is not None  # stdout=PIPE
+        reader = threading.Thread(target=lambda: line_holder.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(STARTUP_TIMEOUT_SECONDS)
         line = line_holder[0].strip() if line_holder else ""

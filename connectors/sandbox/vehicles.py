@@ -201,12 +201,12 @@ def history(vin: str) -> dict:
     if r.random() < 0.08:
         code, name = r.choice([("SALVAGE", "Salvage"), ("FLOOD", "Flood Damage"), ("REBUILT", "Rebuilt"),
                                ("JUNK", "Junk")])
-        when = titles[-1]["date"]
-        brands.append({"brand_code": code, "brand_name": name, "date": when, "state": state})
-        insurance.append({"date": when, "reporting_entity": "Sandbox Mutual Insurance",
+        branded = titles[-1]["date"]
+        brands.append({"brand_code": code, "brand_name": name, "date": branded, "state": state})
+        insurance.append({"date": branded, "reporting_entity": "Sandbox Mutual Insurance",
                           "disposition": "Total loss", "state": state})
         if code in ("SALVAGE", "JUNK"):
-            junk.append({"date": when, "reporting_entity": "Sandbox Auto Salvage LLC",
+            junk.append({"date": branded, "reporting_entity": "Sandbox Auto Salvage LLC",
                          "disposition": "Sold", "state": state, "intended_for_export": False})
     return {
         "vin": vin,

@@ -6,6 +6,8 @@ features, and every trim of that model year.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from . import catalog
 from .options import LAST_YEAR
 from .vehicles import digest, rng
@@ -32,7 +34,8 @@ def lookup(year: int, make: str, model: str, trim: str | None) -> dict | None:
     name, body, _start, msrp, trims = found
     step = (year - found[2]) * 150  # prices drift up by model year
     prices = [msrp + step + i * 2500 for i in range(len(trims))]
-    options = [{"name": t, "trim": t, "base_msrp": p, "base_invoice": round(p * 0.93)} for t, p in zip(trims, prices)]
+    options: list[dict[str, Any]] = [{"name": t, "trim": t, "base_msrp": p, "base_invoice": round(p * 0.93)}
+                                     for t, p in zip(trims, prices)]
     needle = (trim or "").strip().lower()
     best = next((o for o in options if needle and o["trim"].lower() == needle), None)
     best = best or next((o for o in options if needle and needle in o["trim"].lower()), options[0])

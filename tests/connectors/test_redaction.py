@@ -64,7 +64,7 @@ async def test_connection_errors_do_not_carry_the_url(caplog):
 
 def test_sync_facade_repr_and_errors_hide_the_key(caplog):
     caplog.set_level(logging.DEBUG)
-    script = lambda request: reply(401, {"success": False, "message": "User with this API key was not found or the API key is disabled"})
+    script = lambda request: reply(401, {"success": False, "message": "User with this API key was not found or the API key is disabled"})  # noqa: E731
     with VehicleDataClient(Settings(api_key=SECRET, base_url="https://vds.example.test"), http_transport=httpx.MockTransport(script)) as client:
         with pytest.raises(e.AuthenticationError) as caught:
             client.specs(VIN)

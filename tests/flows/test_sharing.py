@@ -152,7 +152,7 @@ def test_status_in_a_loop_during_a_refresh_sees_it_live_and_never_harms_it(sandb
     refresh = Fleet(tmp_path, "refresh", _refresh_args(fleet, db), _env(sandbox, key))
     seen_live, statuses = [], 0
     try:
-        for attempt in range(200):
+        for _ in range(200):
             if not refresh.running():
                 break
             status = subprocess.run([sys.executable, "-m", "flows.cli", "status", "--db", db, "--json"], cwd=ROOT,

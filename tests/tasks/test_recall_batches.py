@@ -127,3 +127,18 @@ def test_a_replay_after_an_unanswered_attempt_bills_that_attempt(store):
                                      ("r1", None))
     assert [(cid, r.units, r.replayed) for cid, r, _, _ in records] == [("c1", 7, False), ("c2", 0, True)]
     assert store.sql("SELECT count(*) FROM api_calls").item() == 0  # nothing recorded beside the call's own
+
+
+def test_a_submit_without_an_answer_stays_pending_for_the_next_run(store, tmp_path):
+    """A dropped connection at submit (no HTTP status at all) keeps the entry and its key: maybe it went through."""
+    from connectors import RetryPolicy, Settings
+    from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
+
+    due = vins(2)
+    with run_sandbox(SandboxConfig(faults=FaultConfig(drop_rate=1.0))) as dropping:
+        settings = Settings(api_key=KEY, base_url=dropping.url, retry=RetryPolicy(max_retries=0))
+        outcome = run(store, "r1", due, settings, tmp_path)
+    assert (outcome.pending, outcome.failed, outcome.submitted) == (2, 0, 0)
+    assert outcome.stop_reason is not None and outcome.stop_reason.startswith("submit failed: ")
+    assert store.sql("SELECT count(*) FROM failures").item() == 0
+    assert store.query("unfinished_recall_batches").height == 1  # resubmitted, with the same key, next run

@@ -67,7 +67,8 @@ def test_an_answer_without_a_verdict_lets_the_next_call_probe_and_a_good_one_ope
         second.answered(200)  # accepted: the key and the API are proven, everyone goes
         await asyncio.wait_for(third, 1)
         others = await asyncio.wait_for(asyncio.gather(*(stops.admit("specs") for _ in range(10))), 1)
-        first.release(); second.release()
+        first.release()
+        second.release()
         # Another API is still unproven: one call to it at a time, even with the key proven.
         history = await stops.admit("history")
         blocked = asyncio.ensure_future(stops.admit("history"))
