@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import polars as pl
 
@@ -10,11 +10,11 @@ V1, V2, V3, OFF_ROSTER = "1HGCM82633A004352", "1FTFW1E50KFA12345", "WBA3A5C51CF2
 
 
 def at(month: int, day: int = 5) -> datetime:
-    return datetime(2026, month, day, 12, 0, tzinfo=timezone.utc)
+    return datetime(2026, month, day, 12, 0, tzinfo=UTC)
 
 
 def months_until_now(first: date) -> list[date]:
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     months, m = [], first
     while m <= today.replace(day=1):
         months.append(m)
@@ -64,11 +64,11 @@ def test_fleet_value_by_month_is_empty_without_valuations(db):
 
 def test_units_by_month_counts_calls_units_failures_and_no_data_per_utc_month(db):
     calls = [
-        ("c1", "/specs", 200, 1, datetime(2026, 1, 31, 23, 30, tzinfo=timezone.utc), None),
-        ("c2", "/specs", 404, 0, datetime(2026, 2, 1, 0, 30, tzinfo=timezone.utc), "NotFoundError"),  # no data
-        ("c3", "/specs", 503, 0, datetime(2026, 2, 2, tzinfo=timezone.utc), "ServiceUnavailableError"),
-        ("c4", "/specs", None, None, datetime(2026, 2, 2, tzinfo=timezone.utc), "TimeoutError"),
-        ("c5", "/v1/recalls-batch/submit", 200, 40, datetime(2026, 2, 3, tzinfo=timezone.utc), None),
+        ("c1", "/specs", 200, 1, datetime(2026, 1, 31, 23, 30, tzinfo=UTC), None),
+        ("c2", "/specs", 404, 0, datetime(2026, 2, 1, 0, 30, tzinfo=UTC), "NotFoundError"),  # no data
+        ("c3", "/specs", 503, 0, datetime(2026, 2, 2, tzinfo=UTC), "ServiceUnavailableError"),
+        ("c4", "/specs", None, None, datetime(2026, 2, 2, tzinfo=UTC), "TimeoutError"),
+        ("c5", "/v1/recalls-batch/submit", 200, 40, datetime(2026, 2, 3, tzinfo=UTC), None),
     ]
     db.land("api_calls", pl.DataFrame(
         [{"call_id": c, "endpoint": e, "status": s, "units": u, "fetched_at": t, "error_message": m}
