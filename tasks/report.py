@@ -62,9 +62,9 @@ class ReportData:
 
 def gather(source: Source, now: datetime | None = None) -> ReportData:
     now = now or datetime.now(UTC)
-    windows = {**DEFAULT_FRESHNESS}
     freshness = source.query(
-        "report_freshness", datasets=list(windows), window_hours=[int(w.total_seconds() // 3600) for w in windows.values()],
+        "report_freshness", datasets=list(DEFAULT_FRESHNESS),
+        window_hours=[int(w.total_seconds() // 3600) for w in DEFAULT_FRESHNESS.values()],
         no_data_hours=int(DEFAULT_NO_DATA_FRESHNESS.total_seconds() // 3600), now=now,
     )
     # Datasets a refresh does not ask for by default (ownership) show only once they have answers or failures.
