@@ -22,6 +22,8 @@ $(STAMP): requirements.lock pyproject.toml
 
 demo: install
 	$(BIN)/fleet refresh data/sample_fleet.csv
+	@# Every refresh writes the fleet report next to the lake: one HTML file, opens offline.
+	@test -f data/lake/report.html && echo "Fleet report: $(CURDIR)/data/lake/report.html (open it in a browser)"
 
 test: install
 	$(BIN)/python -m pytest -q

@@ -52,10 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     lookup.add_parser(sub)
     commands.add_refresh(sub)
-    from . import backfill, serve, status
+    from . import backfill, report, serve, status
 
     backfill.add_parser(sub)
     status.add_parser(sub)
+    report.add_parser(sub)
     serve.add_parser(sub)
     sandbox = sub.add_parser("sandbox", help="run the local emulator of the Vehicle Data Service", add_help=False)
     sandbox.add_argument("sandbox_args", nargs=argparse.REMAINDER)

@@ -31,6 +31,7 @@ from .plan import make_plan, parse_freshness, read_slice, read_vins
 from .plates import PlateLookups, land_lookups, look_up_plates, lookup_keys, settle_at_ingest
 from .recall_batches import run_recall_batches
 from .recall_details import fetch_recall_details
+from .report import report_markdown, write_run_report
 from .storage import open_database
 from .summary import plan_text, summary_markdown
 
@@ -229,12 +230,14 @@ def finish_refresh(db_path: str, run_id: str, summary: dict[str, Any], lake: str
                       message=summary.get("message"))
         if lake and summary["status"] not in ("planned", "refused"):
             db.export_parquet(lake)
+        report = write_run_report(db, db_path, lake) if summary["status"] not in ("planned", "refused") else (None, None)
+        summary["report"] = str(report[0]) if report[0] else None
     if not has_journals(staging_dir(db_path, run_id)):  # answers not landed stay for the next run
         shutil.rmtree(staging_dir(db_path, run_id), ignore_errors=True)  # due lists are per run
     forget_run(run_id)
     stops.forget_run(run_id)
     kind = summary.get("kind", "refresh")
-    create_markdown_artifact(markdown=summary_markdown(summary), key=f"fleet-{kind}-summary",
+    create_markdown_artifact(markdown=summary_markdown(summary) + report_markdown(*report), key=f"fleet-{kind}-summary",
                              description=f"fleet {kind} {run_id}")
     return summary
 

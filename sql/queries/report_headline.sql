@@ -1,0 +1,35 @@
+-- The report's headline figures, one row. Open recalls are confirmed ones (vehicle_overview.open_recall_count;
+-- listed_open_recalls of them have their campaign in open_recalls); vehicles to park have a confirmed open
+-- campaign saying park it, or park it outside; likely_to_park are the others with such a campaign listed
+-- only for their model (`--recall-details model`).
+WITH overview AS (
+    SELECT
+        count(*) AS vehicles,
+        count(retail) AS valued_vehicles,
+        sum(retail) AS total_retail,
+        sum(trade_in) AS total_trade_in,
+        max(valued_on) AS latest_valued_on,
+        CAST(coalesce(sum(open_recall_count), 0) AS BIGINT) AS open_recalls,
+        count(*) FILTER (WHERE open_recall_count > 0) AS vehicles_with_open_recalls,
+        count(*) FILTER (WHERE len(title_brands) > 0) AS title_branded_vehicles
+    FROM vehicle_overview
+), listed AS (
+    SELECT count(*) FILTER (WHERE matched_by = 'vin') AS listed_open_recalls
+    FROM open_recalls SEMI JOIN vehicles USING (vin)
+), park AS (
+    SELECT count(*) FILTER (WHERE confirmed) AS vehicles_to_park, count(*) FILTER (WHERE NOT confirmed) AS likely_to_park
+    FROM (
+        SELECT vin, bool_or(matched_by = 'vin') AS confirmed
+        FROM open_recalls SEMI JOIN vehicles USING (vin)
+        WHERE park_it OR park_outside
+        GROUP BY vin
+    )
+), lien_theft AS (
+    SELECT count(*) FILTER (WHERE theft) AS theft_vehicles, count(*) FILTER (WHERE lien) AS lien_vehicles
+    FROM (
+        SELECT vin, bool_or(event = 'Theft') AS theft, bool_or(event = 'Lien') AS lien
+        FROM lien_theft_events SEMI JOIN vehicles USING (vin)
+        GROUP BY vin
+    )
+)
+SELECT * FROM overview, listed, park, lien_theft;
