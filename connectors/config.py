@@ -12,6 +12,7 @@ from dotenv import dotenv_values
 from .retry import RetryPolicy
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=30.0)
+DEFAULT_BASE_URL = "https://api.carsxe.com"  # the real service's public base URL (both vendor SDKs use it)
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,8 @@ class Settings:
 
     @classmethod
     def from_env(cls, env_file: str | Path | None = ".env", **overrides: object) -> "Settings":
-        """Read `VDS_API_KEY` and `VDS_BASE_URL` from the environment, else from `.env`.
+        """Read `VDS_API_KEY` and `VDS_BASE_URL` (default: the public service's, when a key is set) from the
+        environment, else from `.env`.
 
         Also `VDS_MAX_RETRIES` (transient retries per call), `VDS_MAX_RETRY_AFTER` (cap, in
         seconds, on how long a server-sent Retry-After is honoured) and `VDS_TIMEOUT` (seconds to
@@ -42,7 +44,9 @@ class Settings:
         def pick(name: str) -> str | None:
             return os.environ.get(name) or file_values.get(name) or None
 
-        settings = cls(api_key=pick("VDS_API_KEY"), base_url=pick("VDS_BASE_URL"))
+        # A key alone means the real service; neither means none is configured (commands use the sandbox).
+        settings = cls(api_key=pick("VDS_API_KEY"),
+                       base_url=pick("VDS_BASE_URL") or (DEFAULT_BASE_URL if pick("VDS_API_KEY") else None))
         retry = {}
         if pick("VDS_MAX_RETRIES"):
             retry["max_retries"] = int(pick("VDS_MAX_RETRIES") or 0)
