@@ -24,12 +24,12 @@ class MissingKey(ValueError):
     """No key anywhere a flow run looks for one."""
 
 
-def secret_block_key(name: str = SECRET_BLOCK) -> str | None:
-    """The key saved in the Prefect Secret block `name`, or None when there is no such block."""
+def secret_block_key(name: str | None = None) -> str | None:
+    """The key saved in the Prefect Secret block `name` (default SECRET_BLOCK), or None when there is no such block."""
     from prefect.blocks.system import Secret
 
     try:
-        block = Secret.load(name, _sync=True)  # type: ignore[call-overload]
+        block = Secret.load(name or SECRET_BLOCK, _sync=True)  # type: ignore[call-overload]
     except ValueError:  # Prefect's "Unable to find block document named ..."
         return None
     value = block.value.get_secret_value()  # not .get(): it would turn a key of digits into a number

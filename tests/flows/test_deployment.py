@@ -142,6 +142,37 @@ def _count(db: Path, sql: str, **params: Any) -> int:
         return int(con.execute(sql, params).fetchone()[0])
 
 
+KEY_SOURCES = """
+import os
+import pytest
+from prefect.blocks.system import Secret
+from flows import apikey
+
+apikey.SECRET_BLOCK = "no-such-key-block"
+with pytest.raises(apikey.MissingKey, match="VDS_API_KEY.*Secret block named 'no-such-key-block'"):
+    with apikey.key_for_this_run():
+        pass
+with apikey.key_for_this_run(needed=False):  # a dry run calls nothing: no key needed
+    assert "VDS_API_KEY" not in os.environ
+
+Secret(value="key_from_the_block").save("test-key-block")
+apikey.SECRET_BLOCK = "test-key-block"
+with apikey.key_for_this_run():
+    assert os.environ["VDS_API_KEY"] == "key_from_the_block"
+assert "VDS_API_KEY" not in os.environ  # for the run's length only
+os.environ["VDS_API_KEY"] = "key_from_the_environment"
+with apikey.key_for_this_run():  # the environment comes first
+    assert os.environ["VDS_API_KEY"] == "key_from_the_environment"
+print("checked")
+"""
+
+
+def test_the_key_comes_from_the_environment_else_the_secret_block(server, tmp_path):
+    # A process of its own (its Prefect client talks to this module's server), in a folder with no .env.
+    done = _run([sys.executable, "-c", KEY_SOURCES], {**server, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "checked", done.stderr[-3000:]
+
+
 def test_prefect_yaml_runs_on_a_worker_named_tagged_linked_and_logged(server, sandbox_url, tmp_path):
     env = server
     fleet = tmp_path / "small_fleet.csv"
