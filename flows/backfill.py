@@ -48,8 +48,12 @@ def __getattr__(name: str) -> Any:
 
     from tasks.session import holds_run_lock
 
+    from .naming import as_flow_run, records_failure, run_name
+
     kind = "reparse" if name == "reparse_raw_responses" else "backfill"
-    built = flow(**_FLOWS[name])(holds_run_lock(kind)(globals()[f"_{name}"]))
+    # Named after its run id, tagged, linked, recorded `failed` if it raises: as the refresh (flows/naming.py).
+    built = flow(**_FLOWS[name], flow_run_name=run_name)(
+        as_flow_run(holds_run_lock(kind)(records_failure(globals()[f"_{name}"])), needs_key=kind == "backfill"))
     globals()[name] = built
     return built
 

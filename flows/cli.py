@@ -155,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(arguments: list[str]) -> int:
     if not {"-v", "--verbose"} & set(arguments):
-        # Prefect reads its log level when first imported, which building the parser may do: decide
-        # first. Its INFO lines would drown the progress bars; -v brings them (and HTTP requests) back.
-        os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+        # Prefect reads its logging setup when first imported, which building the parser may do: decide
+        # first. Its INFO lines would drown the progress bars, so the terminal gets warnings only, while
+        # the flow run's INFO logs still reach the Prefect server; -v shows them (and HTTP requests) here.
+        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
     command = next((a for a in arguments if not a.startswith("-")), None)
     if command == "sandbox":
         # The sandbox has its own options (--port, --fault-rate...): hand them over untouched.
@@ -173,10 +174,12 @@ def _main(arguments: list[str]) -> int:
     finally:
         _Parser.json_errors = False
     as_json = bool(getattr(args, "json", False))
+    terminal = logging.StreamHandler(sys.stderr)
+    terminal.setLevel(logging.DEBUG if args.verbose else logging.WARNING)  # Prefect's INFO goes to its server only
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+        handlers=[terminal],
     )
     _pipes_end_quietly()
     try:

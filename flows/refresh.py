@@ -15,6 +15,7 @@ from prefect import flow
 from prefect.futures import as_completed
 
 from flows.defaults import DEFAULT_DB, DEFAULT_LAKE  # absolute: Prefect loads this file by path
+from flows.naming import as_flow_run, records_failure, run_name
 from flows.processes import die_with_parent_process
 
 from tasks.plan import DEFAULT_DATASETS, Plan
@@ -68,8 +69,10 @@ def new_run_id() -> str:
     return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
-@flow(name="fleet-refresh", persist_result=False, log_prints=False)
+@flow(name="fleet-refresh", flow_run_name=run_name, persist_result=False, log_prints=False)
+@as_flow_run  # named after our run_id, tagged with its files and datasets; the key from a Secret block if need be
 @holds_run_lock("refresh")  # one run at a time, also when served or run by a worker
+@records_failure  # a run that raises is recorded `failed`, not left `running`
 def refresh_fleet(
     paths: list[str],
     db: str = DEFAULT_DB,

@@ -13,6 +13,7 @@ schedules fall on the same hour when the 1st is a Monday.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -104,9 +105,13 @@ def run_serve(args: argparse.Namespace) -> int:
 
     from .target import service_settings
 
-    # Scheduled runs have no terminal to draw progress bars on: their Prefect logs are the record.
-    # Prefect reads its settings on import, so this comes first (the served runs inherit it).
-    os.environ["PREFECT_LOGGING_LEVEL"] = args.log_level.upper()
+    # Scheduled runs have no terminal to draw progress bars on: their Prefect logs are the record, on the
+    # server and here. Prefect reads its settings on import, so this comes first (the served runs inherit it).
+    level = args.log_level.upper()
+    os.environ["PREFECT_LOGGING_LEVEL"] = level
+    os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] = level
+    for handler in logging.getLogger().handlers:  # `fleet` keeps its terminal to warnings otherwise
+        handler.setLevel(level)
     from .checks import CommandError, check_serve
 
     try:
@@ -130,7 +135,15 @@ def run_serve(args: argparse.Namespace) -> int:
               "PREFECT_API_URL (e.g. http://127.0.0.1:4200/api), or use Prefect Cloud", file=sys.stderr)
         return 2
     # Flow runs inherit this process's environment: the key (or the embedded sandbox's URL) travels there,
-    # never as a deployment parameter.
+    # never as a deployment parameter. With neither set, a Prefect Secret block holding the key means the
+    # real service (each run reads the block: flows/apikey.py); only without one is the sandbox started.
+    from connectors import Settings
+
+    from .apikey import secret_block_key
+
+    if not Settings.from_env().configured and secret_block_key() is not None:
+        serve(*deployments, limit=1)
+        return 0
     with service_settings():
         serve(*deployments, limit=1)
     return 0

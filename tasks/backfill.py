@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 from prefect import get_run_logger, task
+from prefect.runtime import flow_run
 from pydantic import ValidationError
 
 from connectors import estimate_units
@@ -28,6 +29,7 @@ from .enrich import DATASETS as ENRICHMENT
 from .enrich import ChunkResult
 from .journal import land_journals
 from .landing import DATA_FRAMES, fetch_status_frame
+from .logtext import fields
 from .plan import ALL_DATASETS, DatasetPlan, Plan
 from .refresh import TASK, staging_dir
 from .storage import Database, open_database
@@ -133,20 +135,20 @@ def plan_backfill(db_path: str, run_id: str, datasets: list[str], vins: list[str
         # What an earlier run paid for and never landed lands first (see tasks/journal.py).
         recovered = land_journals(db, staging_dir(db_path, run_id).parent, besides=run_id)
         if recovered["journals"]:
-            get_run_logger().info("landed what earlier runs paid for and never landed: %s", recovered)
+            get_run_logger().info("landed what earlier runs paid for and never landed: %s", fields(recovered))
         if vins is not None:
             vins, refused = check_vins(db, vins)
             if refused:
                 raise ValueError("not on the roster and not valid VINs: "
                                  + ", ".join(f"{raw!r} ({reason})" for raw, reason in refused))
-        db.start_run("backfill", [], parameters, run_id=run_id)
+        db.start_run("backfill", [], parameters, run_id=run_id, prefect_flow_run_id=flow_run.id)
         frames = due_frames(db, datasets, vins, failures_of, all_failures)
     plan = plan_from_frames(run_id, frames, datasets, staging_dir(db_path, run_id))
     reporter = progress.current()
     for name, d in plan.datasets.items():
         if d.due:
             reporter.start(FETCHED_AS.get(name, name), f"Backfilling {name}", d.due)
-    get_run_logger().info("backfill %s: %s", run_id, {k: v.due for k, v in plan.datasets.items()})
+    get_run_logger().info("backfill %s: %s", run_id, fields({k: v.due for k, v in plan.datasets.items()}))
     return plan.to_dict()
 
 
@@ -217,7 +219,7 @@ def start_reparse(db_path: str, run_id: str, datasets: list[str], parameters: di
     if unknown:
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     with open_database(db_path) as db:
-        db.start_run("reparse", [], parameters, run_id=run_id)
+        db.start_run("reparse", [], parameters, run_id=run_id, prefect_flow_run_id=flow_run.id)
         held = dict(db.query("raw_response_counts").iter_rows())
     counts = {d: int(held.get(d, 0)) for d in datasets}
     reporter = progress.current()
@@ -237,5 +239,5 @@ def reparse_chunk(db_path: str, dataset: str, offset: int, length: int) -> dict[
             db.land_chunk(frames, run)
     session.publish_if_due(db_path)
     progress.current().advance(f"reparse:{dataset}", len(rows))
-    get_run_logger().info("reparse %s %d+%d: %s", dataset, offset, length, counts)
+    get_run_logger().info("reparse %s %d+%d: %s", dataset, offset, length, fields(counts))
     return counts

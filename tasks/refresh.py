@@ -17,6 +17,7 @@ import polars as pl
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE, CachePolicy
+from prefect.runtime import flow_run
 
 from connectors import Settings
 
@@ -27,6 +28,7 @@ from .ingest import read_fleet
 from .journal import AnswerJournal, answers_dir, has_journals, land_journals
 from .landing import land_enrichment
 from .lanes import fetch_turn, forget_run
+from .logtext import fields
 from .plan import make_plan, parse_freshness, read_slice, read_vins
 from .plates import PlateLookups, land_lookups, look_up_plates, lookup_keys, settle_at_ingest
 from .recall_batches import run_recall_batches
@@ -89,7 +91,8 @@ def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | 
     reporter.start("ingest", "Reading fleet files", 1)
     result = read_fleet(paths, vin_column=vin_column)
     with open_database(db_path) as db:
-        db.start_run("refresh", [str(f) for f in result.files] or paths, parameters, run_id=run_id)
+        db.start_run("refresh", [str(f) for f in result.files] or paths, parameters, run_id=run_id,
+                     prefect_flow_run_id=flow_run.id)
         failpoint("ingest")  # crash tests: the run is recorded, its roster not yet landed
         roster, rejected, counts = result.roster, result.rejected, result.summary()
         if result.plates.height:  # settle what needs no call; stage the rest for resolve_plates
@@ -98,7 +101,7 @@ def ingest_fleet(paths: list[str], db_path: str, run_id: str, vin_column: str | 
         db.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run_id)
     session.publish_if_due(db_path)
     reporter.finish("ingest")
-    get_run_logger().info("ingested %s", counts)
+    get_run_logger().info("ingested %s", fields(counts))
     return counts
 
 
@@ -122,7 +125,7 @@ def resolve_plates(db_path: str, run_id: str, waiting_path: str, look_up: bool, 
     with open_database(db_path) as db:
         outcome = land_lookups(db, run_id, waiting, lookups)
     Path(waiting_path).unlink(missing_ok=True)  # settled: a second plan of this run has no plates left to price
-    get_run_logger().info("plates: %s", outcome)
+    get_run_logger().info("plates: %s", fields(outcome))
     return outcome
 
 
@@ -135,7 +138,7 @@ def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, fr
         if session.holding(db_path):
             recovered = land_journals(db, staging_dir(db_path, run_id).parent, besides=run_id)
             if recovered["journals"]:
-                get_run_logger().info("landed what earlier runs paid for and never landed: %s", recovered)
+                get_run_logger().info("landed what earlier runs paid for and never landed: %s", fields(recovered))
         remove_leftover_staging(db_path, run_id)
         plan = make_plan(db, run_id, datasets, staging_dir(db_path, run_id), force=force, freshness=parse_freshness(freshness),
                          plates_waiting=plates_waiting(db_path, run_id))
@@ -161,7 +164,7 @@ def check_recalls(db_path: str, run_id: str, due_path: str | None, batch_size: i
             on_progress=lambda n: reporter.advance("recalls", n),
         ))
     session.publish_if_due(db_path)
-    get_run_logger().info("recall batches: %s", outcome)
+    get_run_logger().info("recall batches: %s", fields(outcome))
     return vars(outcome)
 
 
@@ -177,7 +180,7 @@ def recall_details(db_path: str, run_id: str, budget_left: int | None, concurren
             journals=answers_dir(staging_dir(db_path, run_id)),
         ))
     session.publish_if_due(db_path)
-    get_run_logger().info("recall details: %s", outcome)
+    get_run_logger().info("recall details: %s", fields(outcome))
     return vars(outcome)
 
 
@@ -210,7 +213,7 @@ def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str |
     counts = {"found": len(result.found), "no_data": len(result.no_data), "failed": len(result.failed),
               "pending": len(result.pending), "calls": len(result.calls), "units": result.units,
               "stop_reason": result.stop_reason}
-    get_run_logger().info("%s %d+%d: %s", dataset, offset, length, counts)
+    get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
     return counts
 
 

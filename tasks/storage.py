@@ -169,7 +169,13 @@ class Database:
                 return
             _registry.pop(self._key(), None)
         with self._lock:
-            self.connection.close()
+            # Let go of the native object, not only close it: a closed Database can outlive the run (a
+            # failed task's exception, which Prefect keeps, holds the frame that held it), and a DuckDB
+            # object still alive at interpreter exit makes DuckDB's bindings (nanobind) print ~40 lines
+            # of "leaked instances" on stderr. Closing twice does nothing.
+            connection = self.__dict__.pop("connection", None)
+            if connection is not None:
+                connection.close()
 
     def _key(self) -> str:
         return self.path if self.path == ":memory:" else str(Path(self.path).resolve())
@@ -284,8 +290,12 @@ class Database:
         parameters: dict[str, Any] | None = None,
         run_id: str | None = None,
         started_at: datetime | None = None,
+        prefect_flow_run_id: str | None = None,
     ) -> str:
-        """Record a run as `running` and return its id (starting an existing id again changes nothing)."""
+        """Record a run as `running` and return its id (starting an existing id again changes nothing).
+
+        `prefect_flow_run_id`: the Prefect flow run executing it, when there is one (flows/naming.py).
+        """
         run_id = run_id or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
         self.execute(
             "start_run",
@@ -294,6 +304,7 @@ class Database:
             source_files=[str(f) for f in source_files or []],
             parameters=json.dumps(parameters or {}, default=str),
             started_at=started_at or datetime.now(timezone.utc),
+            prefect_flow_run_id=prefect_flow_run_id,
         )
         return run_id
 
@@ -321,6 +332,10 @@ class Database:
             units_used=units_used,
             message=message,
         )
+
+    def fail_run(self, run_id: str, message: str, finished_at: datetime | None = None) -> None:
+        """Record a run whose flow raised as `failed`, unless it ended already; a run never started stays absent."""
+        self.execute("fail_run", run_id=run_id, message=message, finished_at=finished_at or datetime.now(timezone.utc))
 
     def _run_started_at(self, run_id: str) -> datetime | None:
         rows = self.query("run_started_at", run_id=run_id)

@@ -31,3 +31,11 @@ def test_a_timeout_that_cannot_work_is_refused(monkeypatch, tmp_path, value):
     monkeypatch.setenv("VDS_TIMEOUT", value)
     with pytest.raises(ValueError, match="VDS_TIMEOUT"):
         Settings.from_env(env_file=tmp_path / "absent.env")
+
+
+def test_a_key_alone_means_the_public_service(monkeypatch, tmp_path):
+    monkeypatch.setenv("VDS_API_KEY", "k")
+    monkeypatch.delenv("VDS_BASE_URL", raising=False)
+    assert Settings.from_env(env_file=tmp_path / "absent.env").base_url == "https://api.carsxe.com"
+    monkeypatch.setenv("VDS_BASE_URL", "http://127.0.0.1:1")  # VDS_BASE_URL still wins
+    assert Settings.from_env(env_file=tmp_path / "absent.env").base_url == "http://127.0.0.1:1"
