@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Any
 from collections.abc import Iterator
 
 from connectors import Settings
@@ -29,7 +30,8 @@ def secret_block_key(name: str | None = None) -> str | None:
     from prefect.blocks.system import Secret
 
     try:
-        block = Secret.load(name or SECRET_BLOCK, _sync=True)  # type: ignore[call-overload]
+        # _sync: the block is read from sync code, inside or outside a flow (Prefect's own keyword).
+        block: Any = Secret.load(name or SECRET_BLOCK, _sync=True)  # type: ignore[call-arg]
     except ValueError:  # Prefect's "Unable to find block document named ..."
         return None
     value = block.value.get_secret_value()  # not .get(): it would turn a key of digits into a number

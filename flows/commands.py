@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from typing import Any
 
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
 from tasks.recall_batches import MAX_BATCH_VINS
@@ -89,7 +90,7 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
             start_prefect_server()  # Prefect's temporary server, as a child that dies with this command
             if bars:
                 progress.use(bars)
-            summary = refresh_fleet(
+            summary: dict[str, Any] = refresh_fleet(  # type: ignore[assignment]  # as_flow_run hides the type
                 args.paths, db=args.db, lake=args.lake or None, datasets=datasets, max_units=args.max_units,
                 force=args.force, dry_run=args.dry_run, vin_column=args.vin_column, freshness=freshness or None,
                 chunk_size=args.chunk_size, concurrency=args.concurrency, batch_size=args.batch_size,

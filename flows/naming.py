@@ -83,7 +83,7 @@ def as_flow_run(fn: F | None = None, *, needs_key: bool = True) -> Any:
         with key_for_this_run(needed=not bound.arguments.get("dry_run", False)):
             return fn(*bound.args, **bound.kwargs)
 
-    return run  # type: ignore[return-value]
+    return run
 
 
 def _name_and_tag(flow_run_id: UUID, name: str | None, tags: list[str]) -> None:

@@ -15,7 +15,7 @@ def fields(values: Mapping[str, Any] | Any) -> str:
     """`key=value` for each set value of a mapping or dataclass, in order; None values are left out."""
     if dataclasses.is_dataclass(values) and not isinstance(values, type):
         values = dataclasses.asdict(values)
-    return " ".join(f"{key}={_text(value)}" for key, value in dict(values).items() if value is not None)
+    return " ".join(f"{key}={_text(value)}" for key, value in dict(values).items() if value is not None)  # type: ignore[arg-type]
 
 
 def _text(value: Any) -> str:
