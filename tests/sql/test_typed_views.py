@@ -4,7 +4,7 @@ Answers go through the real models and staging frames (what a refresh lands), in
 and in the shapes the vendor documents for the real service, odd cases included.
 """
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import polars as pl
 import pytest
@@ -13,8 +13,8 @@ from connectors import models as m
 from connectors.sandbox import vehicles as sandbox_data
 from tasks import staging
 
-T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
-T1 = datetime(2026, 2, 5, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+T1 = datetime(2026, 2, 5, 12, 0, tzinfo=UTC)
 
 VA, VB, VC, VD, VE, VF, VG = (f"1HGCM82633A00{n:04d}" for n in range(1, 8))
 
