@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import threading
 import uuid
 from dataclasses import dataclass
@@ -27,9 +26,8 @@ from typing import Any
 import duckdb
 import polars as pl
 import pyarrow as pa
-import pyarrow.dataset as pads
-import pyarrow.parquet as pq
 
+from . import lake
 from .failpoints import failpoint
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
@@ -58,24 +56,30 @@ LANDING_TABLES: dict[str, str | None] = {
 # The `dataset` values used in `failures` (and raw_responses), in the user's words.
 DATASETS = ("specs", "market_value", "recalls", "history", "lien_theft", "ownership")
 
+# Tables exported to the Parquet lake and their partition columns, outermost first (tasks/lake.py): by
+# VIN bucket where rows are kept per VIN (a run rewrites the buckets of the VINs it changed), by run where
+# each run adds its own rows, by month for the histories analysts filter by date. Every view is exported
+# too, by VIN bucket when it has a `vin` column; ownership_records (personal data) and views reading it
+# are not.
 EXPORT_TABLES: dict[str, list[str]] = {
     "runs": [],
-    "vehicles": [],
-    "rejected_rows": [],
-    "specs": [],
-    "market_values": ["valued_month"],
-    "recall_checks": [],
-    "recalls": [],
-    "history_reports": [],
-    "lien_theft_events": [],
-    "api_calls": ["called_month"],
-    "failures": [],
+    "vehicles": ["vin_bucket"],
+    "rejected_rows": ["run_id"],
+    "specs": ["vin_bucket"],
+    "market_values": ["valued_month", "vin_bucket"],
+    "recall_checks": ["run_id"],
+    "recalls": ["vin_bucket"],
+    "history_reports": ["vin_bucket"],
+    "lien_theft_events": ["vin_bucket"],
+    "api_calls": ["called_month", "run_id"],
+    "failures": ["vin_bucket"],
     "recall_batches": [],
-    "raw_responses": [],
-    "fetch_status": [],
-    "run_datasets": [],
-    "plate_resolutions": [],
+    "raw_responses": ["run_id"],
+    "fetch_status": ["vin_bucket"],
+    "run_datasets": ["run_id"],
+    "plate_resolutions": ["run_id"],
 }
+PRIVATE_TABLES = ("ownership_records",)
 
 VEHICLE_COLUMNS = (
     "vin", "unit_number", "plate", "state", "mileage", "fleet", "check_digit_valid", "duplicate_count",
@@ -420,41 +424,41 @@ class Database:
 
     # -- export ------------------------------------------------------------------------------
     def export_parquet(self, lake_dir: str | Path, tables: list[str] | None = None) -> dict[str, Path]:
-        """Write each table to `lake_dir/<table>/` as Parquet (hive-partitioned where it helps).
+        """Bring the Parquet lake up to date: every table and view (or those named), each in its folder.
 
-        Each table's folder is replaced whole (written beside it, then swapped in), so a
-        reader never sees half an export.
+        Incremental (tasks/lake.py): only the files whose rows changed since the last export are written.
         """
-        lake = Path(lake_dir)
-        lake.mkdir(parents=True, exist_ok=True)
-        written: dict[str, Path] = {}
-        for table in tables or list(EXPORT_TABLES):
-            if table not in EXPORT_TABLES:
-                raise DatabaseError(f"cannot export {table!r}; tables: {', '.join(EXPORT_TABLES)}")
-            export_sql = SQL_DIR / "export" / f"{table}.sql"
-            text = export_sql.read_text(encoding="utf-8") if export_sql.is_file() else f"SELECT * FROM {table}"
-            with self._lock:
-                data = self.connection.sql(_statements(text)[0]).to_arrow_table()
-            target = lake / table
-            staging = lake / f".{table}.writing"
-            shutil.rmtree(staging, ignore_errors=True)
-            partitions = EXPORT_TABLES[table]
-            if partitions and data.num_rows:
-                pads.write_dataset(
-                    data,
-                    staging,
-                    format="parquet",
-                    partitioning=partitions,
-                    partitioning_flavor="hive",
-                    basename_template="part-{i}.parquet",
-                )
+        return self.export_lake(lake_dir, tables).tables
+
+    def export_lake(self, lake_dir: str | Path, names: list[str] | None = None) -> lake.LakeExport:
+        """`export_parquet`, saying which files it wrote, removed and kept."""
+        views = self.exported_views()
+        for name in names or []:
+            if name not in EXPORT_TABLES and name not in views:
+                raise DatabaseError(f"cannot export {name!r}; tables: {', '.join(EXPORT_TABLES)}; "
+                                    f"views: {', '.join(views)}")
+        relations = []
+        for name in names or [*EXPORT_TABLES, *views]:
+            partitions = EXPORT_TABLES[name] if name in EXPORT_TABLES else views[name]
+            export_sql = SQL_DIR / "export" / f"{name}.sql"
+            if export_sql.is_file():
+                select = _statements(export_sql.read_text(encoding="utf-8"))[0]
+            elif "vin_bucket" in partitions:  # `name` is from EXPORT_TABLES or the catalog, never from input
+                select = f'SELECT *, vin_bucket(vin) AS vin_bucket FROM "{name}"'
             else:
-                staging.mkdir(parents=True)
-                pq.write_table(data.drop_columns(partitions) if partitions else data, staging / "part-0.parquet")
-            shutil.rmtree(target, ignore_errors=True)
-            staging.rename(target)
-            written[table] = target
-        return written
+                select = f'SELECT * FROM "{name}"'
+            relations.append(lake.Relation(name, select, tuple(partitions), derived=name in views))
+        return lake.export(self.connection, self._lock, Path(lake_dir), relations)
+
+    def exported_views(self) -> dict[str, list[str]]:
+        """The views the lake holds, with their partition columns (by VIN bucket when they have a VIN)."""
+        rows = self._rows(
+            "SELECT view_name, sql, list_contains((SELECT list(column_name) FROM duckdb_columns() AS c "
+            "WHERE c.table_name = v.view_name AND c.schema_name = 'main'), 'vin') "
+            "FROM duckdb_views() AS v WHERE NOT internal AND NOT temporary AND schema_name = 'main' ORDER BY view_name"
+        )
+        return {name: (["vin_bucket"] if has_vin else []) for name, text, has_vin in rows
+                if not any(private in text.lower() for private in PRIVATE_TABLES)}
 
 
 def pack_vehicle_extras(frame: pl.DataFrame) -> pl.DataFrame:

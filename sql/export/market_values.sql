@@ -1,1 +1,1 @@
-SELECT *, strftime(valued_on, '%Y-%m') AS valued_month FROM market_values;
+SELECT *, strftime(valued_on, '%Y-%m') AS valued_month, vin_bucket(vin) AS vin_bucket FROM market_values;

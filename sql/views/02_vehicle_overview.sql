@@ -1,4 +1,5 @@
--- One row per roster vehicle: latest specs, latest value, open recalls, title brands, lien/theft events.
+-- One row per roster vehicle: latest specs, latest value, open recalls (and whether to park it now), title
+-- brands, lien/theft events (and the liens still open, a theft not recovered).
 CREATE OR REPLACE VIEW vehicle_overview AS
 WITH latest_check AS (
     SELECT *
@@ -10,8 +11,24 @@ open_campaigns AS (
     FROM recalls WHERE closed_at IS NULL GROUP BY vin
 ),
 lien_theft AS (
-    SELECT vin, count(*) AS lien_theft_events, list(DISTINCT event ORDER BY event) AS lien_theft_event_types
-    FROM lien_theft_events GROUP BY vin
+    SELECT vin, count(*) AS lien_theft_events, list(DISTINCT event ORDER BY event) AS lien_theft_event_types,
+        count(*) FILTER (WHERE active) AS active_liens,
+        list(DISTINCT lienholder ORDER BY lienholder) FILTER (WHERE active AND lienholder IS NOT NULL) AS active_lienholders,
+        bool_or(stolen_not_recovered) AS stolen,
+        count(*) FILTER (WHERE event_kind = 'theft' AND stolen_not_recovered IS NULL) AS thefts_undecided
+    FROM lien_theft_records GROUP BY vin
+),
+lien_theft_answered AS (
+    SELECT vin FROM fetch_status WHERE dataset = 'lien_theft'
+),
+-- Open campaigns that say park it (do not drive) or park outside (away from buildings): confirmed for the
+-- VIN, or only through the model's list (likely).
+park AS (
+    SELECT vin,
+        list(nhtsa_campaign_number ORDER BY nhtsa_campaign_number)
+            FILTER (WHERE matched_by = 'vin' AND (park_it OR park_outside)) AS confirmed,
+        bool_or(park_it OR park_outside) FILTER (WHERE matched_by = 'model') AS likely
+    FROM recalls WHERE closed_at IS NULL GROUP BY vin
 )
 SELECT
     v.vin, v.unit_number, v.plate, v.state, v.mileage, v.mileage_unit, v.condition, v.fleet, v.check_digit_valid,
@@ -29,11 +46,29 @@ SELECT
     CASE WHEN lc.vin IS NOT NULL THEN coalesce(oc.likely, 0) END AS likely_recall_count,
     lc.fetched_at AS recalls_checked_at,
     h.title_brands, h.brands_record_count, h.vin_changed, h.fetched_at AS history_fetched_at,
-    coalesce(lt.lien_theft_events, 0) AS lien_theft_events, lt.lien_theft_event_types
+    coalesce(lt.lien_theft_events, 0) AS lien_theft_events, lt.lien_theft_event_types,
+    -- Park now: an open campaign confirmed for this VIN says park it or park outside. False when its latest
+    -- check listed its campaigns (or counted none) and none says so; NULL when never checked, or when only a
+    -- count is known (its campaigns not listed yet, or listed for its model only: see park_now_likely).
+    CASE WHEN len(pk.confirmed) > 0 THEN true
+         WHEN lc.vin IS NULL THEN NULL
+         WHEN (lc.campaigns_listed AND lc.checked_via <> 'model') OR coalesce(lc.recall_count, 0) = 0 THEN false
+    END AS park_now,
+    CASE WHEN lc.vin IS NOT NULL OR pk.vin IS NOT NULL THEN coalesce(pk.confirmed, []) END AS park_now_campaigns,
+    CASE WHEN lc.vin IS NOT NULL OR pk.vin IS NOT NULL THEN coalesce(pk.likely, false) END AS park_now_likely,
+    -- Liens still open and a theft not recovered (lien_theft_records); NULL when lien/theft was never answered.
+    CASE WHEN la.vin IS NOT NULL OR lt.vin IS NOT NULL THEN coalesce(lt.active_liens, 0) END AS active_liens,
+    lt.active_lienholders,
+    CASE WHEN lt.stolen THEN true
+         WHEN lt.thefts_undecided > 0 THEN NULL
+         WHEN la.vin IS NOT NULL OR lt.vin IS NOT NULL THEN false
+    END AS stolen_not_recovered
 FROM vehicles AS v
 LEFT JOIN specs AS s USING (vin)
 LEFT JOIN latest_market_values AS mv USING (vin)
 LEFT JOIN latest_check AS lc USING (vin)
 LEFT JOIN open_campaigns AS oc USING (vin)
 LEFT JOIN history_reports AS h USING (vin)
-LEFT JOIN lien_theft AS lt USING (vin);
+LEFT JOIN lien_theft AS lt USING (vin)
+LEFT JOIN lien_theft_answered AS la USING (vin)
+LEFT JOIN park AS pk USING (vin);

@@ -130,13 +130,16 @@ def test_vehicle_value_trend(fleet):
     ]
 
 
-def test_views_are_documented():
+def test_views_are_documented(db):
     from tasks.storage import SQL_DIR
 
     readme = (SQL_DIR / "README.md").read_text()
-    for view in ("vehicle_overview", "open_recalls", "fleet_value_by_model", "vehicle_value_trend",
-                 "latest_market_values"):  # fmt: skip
-        assert f"`{view}`" in readme, view
+    views = db.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'")["view_name"]
+    assert {"vehicle_overview", "lien_theft_records", "odometer_readings"} <= set(views)
+    for view in views:
+        assert f"### `{view}`" in readme, view
+    for macro in ("iso_day", "service_date", "vin_bucket"):
+        assert f"`{macro}(" in readme, macro
     for migration in sorted((SQL_DIR / "migrations").glob("*.sql")):
         for line in migration.read_text().splitlines():
             if line.startswith("CREATE TABLE "):

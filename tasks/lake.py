@@ -1,0 +1,187 @@
+"""The Parquet lake, written incrementally: each run rewrites only the files whose rows changed.
+
+Every exported table and view is cut into partitions (`sql/export/<name>.sql` or `vin_bucket(vin)` adds
+the partition columns; storage.EXPORT_TABLES names them) and each partition is one file,
+`<lake>/<name>/<col>=<value>/.../part-0.parquet` (hive layout, the partition columns in the path only).
+A partition's fingerprint (its row count, the sum of its rows' hashes, the schema) is kept in the
+file's Parquet metadata; an export computes every partition's fingerprint in DuckDB, one scan per
+table, and writes only the partitions whose fingerprint differs from their file's. Files of partitions
+that no longer exist are deleted. A file is written beside its place and renamed onto it (atomic), so
+a reader sees each file whole, old or new. Rows replaced in DuckDB land in the same partition again
+(the VIN, month or run of their key), except a raw answer received again, which moves to the new run's
+partition: old partitions are rewritten before new ones are written, so it is never in the lake twice
+once the export is over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FILE_NAME = "part-0.parquet"
+FINGERPRINT_KEY = b"fleet_data.fingerprint"
+LAYOUT_VERSION = "1"  # bump to rewrite every lake file once (a change of layout or of what a fingerprint covers)
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # what hive readers (DuckDB, pyarrow, polars) read as NULL
+
+
+@dataclass(frozen=True)
+class Relation:
+    """One exported table or view: the SELECT that exports it and the partition columns it adds or has."""
+
+    name: str
+    select: str
+    partitions: tuple[str, ...]
+    derived: bool = False  # a view: computed once per export into a temporary table, then read from there
+
+
+@dataclass
+class LakeExport:
+    """What an export did: every exported folder, and the files written, removed and kept as they were."""
+
+    tables: dict[str, Path] = field(default_factory=dict)
+    written: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+    kept: int = 0
+
+
+def export(con: Any, lock: threading.RLock, lake: Path, relations: list[Relation]) -> LakeExport:
+    """Bring `lake` up to date with `relations`, writing only the partitions that changed."""
+    lake.mkdir(parents=True, exist_ok=True)
+    report = LakeExport()
+    for relation in relations:
+        folder = lake / relation.name
+        shutil.rmtree(lake / f".{relation.name}.writing", ignore_errors=True)  # the previous exporter's staging
+        try:
+            with lock:
+                if relation.derived:
+                    _run(con, f"CREATE OR REPLACE TEMP TABLE lake_view AS {relation.select}")
+                    relation = Relation(relation.name, "SELECT * FROM lake_view", relation.partitions)
+                wanted = _fingerprints(con, relation)
+            _update(con, lock, relation, folder, wanted, report)
+        finally:
+            with lock:
+                _run(con, "DROP TABLE IF EXISTS lake_view")
+        report.tables[relation.name] = folder
+    return report
+
+
+def _update(con: Any, lock: threading.RLock, relation: Relation, folder: Path,
+            wanted: dict[str, tuple[str, tuple[Any, ...]]], report: LakeExport) -> None:
+    """Delete the files of partitions that are gone, then write those whose fingerprint changed."""
+    present = _present(folder)
+    stale = [path for rel, path in present.items() if rel not in wanted]
+    for path in stale:
+        path.unlink()
+    report.removed += [p for p in stale if p.suffix == ".parquet"]
+    changed = {rel: fp for rel, (fp, _) in wanted.items() if _fingerprint_of(present.get(rel)) != fp}
+    report.kept += len(wanted) - len(changed)
+    if changed:
+        # Partitions that had a file first: a row moving between partitions leaves before it arrives.
+        order = sorted(changed, key=lambda rel: rel not in present)
+        with lock:
+            report.written += _write(con, relation, folder, {rel: (changed[rel], wanted[rel][1]) for rel in order})
+    _remove_empty_folders(folder)
+
+
+def _run(con: Any, statement: str) -> None:
+    con.execute(statement)
+    con.complete()  # DuckDB 2 refuses new work while a result is pending
+
+
+def _fingerprints(con: Any, relation: Relation) -> dict[str, tuple[str, tuple[Any, ...]]]:
+    """Each partition's file path (relative to the table folder) -> (fingerprint, partition values)."""
+    rel = con.sql(relation.select)
+    schema = hashlib.sha256(repr((LAYOUT_VERSION, rel.columns, [str(t) for t in rel.types])).encode()).hexdigest()[:16]
+    columns = ", ".join(_quoted(c) for c in relation.partitions)
+    group = f"{columns}, " if columns else ""
+    rows = con.execute(
+        f"SELECT {group}count(*), CAST(sum(hash(x)) AS VARCHAR) FROM ({relation.select}) AS x"
+        + (f" GROUP BY {columns}" if columns else "")
+    ).fetchall()
+    found = {}
+    for row in rows:
+        values, count, hashed = tuple(row[: len(relation.partitions)]), row[-2], row[-1]
+        found[_path_of(relation.partitions, values)] = (f"{schema}:{count}:{hashed or 0}", values)
+    if not found:  # an empty table still reads: one empty file, no partition folders
+        found[FILE_NAME] = (f"{schema}:0:0", ())
+    return found
+
+
+def _path_of(columns: tuple[str, ...], values: tuple[Any, ...]) -> str:
+    segments = [f"{c}={NULL_PARTITION if v is None else quote(str(v), safe='')}" for c, v in zip(columns, values)]
+    return "/".join([*segments, FILE_NAME])
+
+
+def _present(folder: Path) -> dict[str, Path]:
+    """Every file under a table folder, by path relative to it (leftovers of a cut write included)."""
+    if not folder.is_dir():
+        return {}
+    return {str(p.relative_to(folder)): p for p in folder.rglob("*") if p.is_file()}
+
+
+def _fingerprint_of(path: Path | None) -> str | None:
+    if path is None or path.suffix != ".parquet":
+        return None
+    try:
+        metadata = pq.read_metadata(path).metadata or {}
+    except (OSError, pa.ArrowInvalid):
+        return None  # unreadable: written again
+    value = metadata.get(FINGERPRINT_KEY)
+    return value.decode() if value else None
+
+
+def _write(con: Any, relation: Relation, folder: Path, changed: dict[str, tuple[str, tuple[Any, ...]]]) -> list[Path]:
+    """Write the changed partitions: their rows gathered in one scan, then one file each."""
+    columns = relation.partitions
+    exclude = f" EXCLUDE ({', '.join(_quoted(c) for c in columns)})" if columns else ""
+    keyed = {rel: values for rel, (_, values) in changed.items() if values}
+    if keyed:
+        keys = pa.table({c: [values[i] for values in keyed.values()] for i, c in enumerate(columns)})
+        con.register("lake_changed_keys", keys)
+        try:
+            match = " AND ".join(f"x.{_quoted(c)} IS NOT DISTINCT FROM k.{_quoted(c)}" for c in columns)
+            _run(con, f"CREATE OR REPLACE TEMP TABLE lake_changed AS SELECT x.* FROM ({relation.select}) AS x "
+                      f"SEMI JOIN lake_changed_keys AS k ON {match}")
+        finally:
+            con.unregister("lake_changed_keys")
+    written = []
+    try:
+        for rel, (fingerprint, values) in changed.items():
+            if values:
+                where = " AND ".join(f"{_quoted(c)} IS NOT DISTINCT FROM $p{i}" for i, c in enumerate(columns))
+                data = con.sql(f"SELECT *{exclude} FROM lake_changed WHERE {where}",
+                               params={f"p{i}": v for i, v in enumerate(values)}).to_arrow_table()
+            else:  # the whole relation in one file: unpartitioned, or empty (then with every column, path ones too)
+                data = con.sql(relation.select).to_arrow_table()
+            metadata = {**(data.schema.metadata or {}), FINGERPRINT_KEY: fingerprint.encode()}
+            target = folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(target.name + ".tmp")
+            pq.write_table(data.replace_schema_metadata(metadata), partial)
+            partial.replace(target)
+            written.append(target)
+    finally:
+        if keyed:
+            _run(con, "DROP TABLE IF EXISTS lake_changed")
+    return written
+
+
+def _quoted(identifier: str) -> str:
+    """A column name in SQL text (names come from storage.EXPORT_TABLES, never from input)."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _remove_empty_folders(folder: Path) -> None:
+    if not folder.is_dir():
+        return
+    for path in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        if not any(path.iterdir()):
+            path.rmdir()
