@@ -162,7 +162,9 @@ def test_a_second_run_rewrites_only_the_files_of_what_changed(db, tmp_path):
     assert_lake_equals_database(db, lake)
 
     # Replaced rows are in the lake once: the new specs, one lien event, the moved answer in r2 only.
-    read = lambda name: pl.read_parquet(lake / name / "**" / "*.parquet", hive_partitioning=True)
+    def read(name: str) -> pl.DataFrame:
+        return pl.read_parquet(lake / name / "**" / "*.parquet", hive_partitioning=True)
+
     specs = read("specs")
     assert specs.height == len(VINS) and specs.filter(pl.col("make") == "Lincoln")["vin"].sort().to_list() == sorted(changed)
     assert read("lien_theft_events").filter(pl.col("vin").is_in(changed)).height == 3
