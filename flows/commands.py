@@ -11,7 +11,7 @@ from tasks.recall_batches import MAX_BATCH_VINS
 
 from .locking import add_wait_flag, hold_or_refuse
 from .target import service_settings
-from .defaults import DEFAULT_DB, DEFAULT_LAKE
+from .defaults import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE
 
 
 def add_refresh(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +39,10 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
                    help="receive that notification here (behind --webhook-url) instead of polling")
     p.add_argument("--no-plates", dest="plates", action="store_false",
                    help="do not look up VINs by plate for rows that have a plate and no VIN (they are rejected)")
+    p.add_argument("--notify", metavar="URL",
+                   help="post what changed to this webhook (JSON with a Slack-compatible text); nothing when nothing changed")
+    p.add_argument("--value-move", type=float, default=DEFAULT_VALUE_MOVE, metavar="PERCENT",
+                   help=f"a value that moved more than this from the vehicle's previous one is a change (default {DEFAULT_VALUE_MOVE:g})")
     add_wait_flag(p)
     p.set_defaults(run=run_refresh)
 
@@ -55,6 +59,18 @@ def run_refresh(args: argparse.Namespace) -> int:
     if unknown:
         print(f"error: unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}", file=sys.stderr)
         return 2
+    if not args.value_move > 0:
+        print(f"error: --value-move {args.value_move:g}: a value move is a percentage above 0; use e.g. 10 for 10%",
+              file=sys.stderr)
+        return 2
+    if args.notify:
+        from connectors.notify import NotifyError, validate_url
+
+        try:
+            validate_url(args.notify)
+        except NotifyError as exc:
+            print(f"error: --notify: {exc}", file=sys.stderr)
+            return 2
     try:
         freshness = dict(item.split("=", 1) for item in args.fresh)
     except ValueError:
@@ -100,7 +116,7 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
                 force=args.force, dry_run=args.dry_run, vin_column=args.vin_column, freshness=freshness or None,
                 chunk_size=args.chunk_size, concurrency=args.concurrency, batch_size=args.batch_size,
                 webhook_url=args.webhook_url, webhook_listen=args.webhook_listen, recall_details_by=args.recall_details,
-                plates=args.plates, run_id=run_id,
+                plates=args.plates, run_id=run_id, notify=args.notify, value_move=args.value_move,
             )
     except (FleetFileError, DatabaseError, ValueError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, even for DuckDB's messages

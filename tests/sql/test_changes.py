@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import polars as pl
 import pytest
@@ -23,9 +23,9 @@ from tasks.landing import fetch_status_frame, land_enrichment
 
 VIN = "1HGCM82633A004352"  # the spec's example VIN: data everywhere, open recalls, lien/theft events
 OTHER = "1HGCM82633A004353"
-T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
-T1 = datetime(2026, 2, 5, 12, 0, tzinfo=timezone.utc)
-T2 = datetime(2026, 3, 5, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+T1 = datetime(2026, 2, 5, 12, 0, tzinfo=UTC)
+T2 = datetime(2026, 3, 5, 12, 0, tzinfo=UTC)
 MODELS = {"specs": m.SpecsResult, "market_value": m.MarketValue, "history": m.HistoryReport,
           "lien_theft": m.LienTheftResult, "recall_details": m.RecallReport}
 
