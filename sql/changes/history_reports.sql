@@ -11,15 +11,15 @@ SELECT i.run_id, i.vin, i.fetched_at,
        coalesce(h.history_information, []) || coalesce(h.current_title_information, []) AS readings_before
 FROM (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin ORDER BY fetched_at DESC) = 1) AS i
 JOIN fetch_status AS f ON f.vin = i.vin AND f.dataset = 'history' AND f.fetched_at < i.fetched_at
-LEFT JOIN history_reports AS h ON h.vin = i.vin AND h.fetched_at < i.fetched_at;
+LEFT JOIN history_reports AS h ON h.vin = i.vin AND h.fetched_at < i.fetched_at
+-- Most reports come back as they were: only those whose brands or readings differ are looked into.
+WHERE brands_now IS DISTINCT FROM brands_before OR readings_now IS DISTINCT FROM readings_before;
 
 INSERT INTO changes BY NAME
 SELECT run_id, vin, 'history' AS dataset, 'new_title_brand' AS kind, brand AS subject, 'high' AS severity,
        to_json(brands_before) AS before, to_json(brands_now) AS after, fetched_at, now() AS detected_at
 FROM history_answers, unnest(list_filter(brands_now, lambda b: NOT list_contains(brands_before, b))) AS t(brand)
-ON CONFLICT DO NOTHING;
-
-INSERT INTO changes BY NAME
+UNION ALL
 SELECT run_id, vin, 'history' AS dataset, 'cleared_title_brand' AS kind, brand AS subject, 'info' AS severity,
        to_json(brands_before) AS before, to_json(brands_now) AS after, fetched_at, now() AS detected_at
 FROM history_answers, unnest(list_filter(brands_before, lambda b: NOT list_contains(brands_now, b))) AS t(brand)

@@ -163,3 +163,21 @@ def test_a_third_refresh_where_nothing_changed_records_and_posts_nothing(scenari
     assert len(scenario.posts) == 1
     assert scenario.third["notification"] == {"sent": False, "reason": "nothing changed"}
     assert scenario.third["datasets"]["specs"]["found"] == 6  # it did fetch everything again
+
+
+@pytest.mark.parametrize("option, phrase", [
+    (["--notify", "ftp://hooks.example/x"], "--notify: ftp://hooks.example is not an http(s) URL"),
+    (["--notify", "hooks.slack.com/services/T0"], "--notify: the URL is not an http(s) URL"),
+    (["--value-move", "0"], "--value-move 0: a value move is a percentage above 0"),
+])
+def test_a_bad_notify_url_or_threshold_is_refused_before_anything_starts(option, phrase, tmp_path, capsys, monkeypatch):
+    from flows.cli import main
+
+    monkeypatch.delenv("VDS_API_KEY", raising=False)
+    monkeypatch.delenv("VDS_BASE_URL", raising=False)
+    fleet = tmp_path / "fleet.csv"
+    sample_rows(3).write_csv(fleet)
+    assert main(["refresh", str(fleet), "--db", str(tmp_path / "fleet.duckdb"), *option]) == 2
+    out, err = capsys.readouterr()
+    assert err.startswith(f"error: {phrase}") and len(err.splitlines()) == 1, err
+    assert out == "" and not (tmp_path / "fleet.duckdb").exists()  # nothing was started or written
