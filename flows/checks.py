@@ -55,6 +55,15 @@ def check_refresh(args: argparse.Namespace) -> None:
         webhook_url(args.webhook_url)
     if args.webhook_listen:
         webhook_listen(args.webhook_listen)
+    if not args.value_move > 0:
+        raise CommandError(f"--value-move {args.value_move:g}: a value move is a percentage above 0; use e.g. 10 for 10%")
+    if args.notify:
+        from connectors.notify import NotifyError, validate_url
+
+        try:
+            validate_url(args.notify)
+        except NotifyError as exc:
+            raise CommandError(f"--notify: {exc}") from None
     service(needs_calls=not args.dry_run)
 
 

@@ -11,7 +11,7 @@ from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
 from tasks.recall_batches import MAX_BATCH_VINS
 
 from .checks import CommandError, check_refresh
-from .defaults import DEFAULT_DB, DEFAULT_LAKE
+from .defaults import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE
 from .locking import add_wait_flag, hold_or_refuse
 from .outcome import exit_code
 from .target import service_settings
@@ -46,6 +46,10 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
                    help="look up VINs by plate for rows that have a plate and no VIN (the default)")
     p.add_argument("--no-plates", dest="plates", action="store_false",
                    help="do not look up VINs by plate for rows that have a plate and no VIN (they are rejected)")
+    p.add_argument("--notify", metavar="URL",
+                   help="post what changed to this webhook (JSON with a Slack-compatible text); nothing when nothing changed")
+    p.add_argument("--value-move", type=float, default=DEFAULT_VALUE_MOVE, metavar="PERCENT",
+                   help=f"a value that moved more than this from the vehicle's previous one is a change (default {DEFAULT_VALUE_MOVE:g})")
     add_wait_flag(p)
     p.set_defaults(run=run_refresh)
 
@@ -95,7 +99,7 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
                 force=args.force, dry_run=args.dry_run, vin_column=args.vin_column, freshness=freshness or None,
                 chunk_size=args.chunk_size, concurrency=args.concurrency, batch_size=args.batch_size,
                 webhook_url=args.webhook_url, webhook_listen=args.webhook_listen, recall_details_by=args.recall_details,
-                plates=args.plates, run_id=run_id,
+                plates=args.plates, run_id=run_id, notify=args.notify, value_move=args.value_move,
             )
     except (FleetFileError, DatabaseError, ValueError) as exc:
         raise CommandError(str(exc)) from None

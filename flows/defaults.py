@@ -2,3 +2,5 @@
 
 DEFAULT_DB = "data/fleet.duckdb"
 DEFAULT_LAKE = "data/lake"
+# A valuation that moved more than this, in percent, from the vehicle's previous one is a change (`changes`).
+DEFAULT_VALUE_MOVE = 10.0

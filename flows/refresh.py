@@ -14,10 +14,11 @@ from typing import Any
 from prefect import flow
 from prefect.futures import as_completed
 
-from flows.defaults import DEFAULT_DB, DEFAULT_LAKE  # absolute: Prefect loads this file by path
+from flows.defaults import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE  # absolute: Prefect loads this file by path
 from flows.naming import as_flow_run, records_failure, run_name
 from flows.processes import die_with_parent_process
 
+from tasks.changes import notify_changes
 from tasks.plan import DEFAULT_DATASETS, Plan
 from tasks.session import holds_run_lock
 from tasks.summary import (add_counts, budget_left, final_status, record_batch, record_chunk, record_plates, replan,
@@ -91,6 +92,8 @@ def refresh_fleet(
     run_id: str | None = None,
     recall_details_by: str = "vin",
     plates: bool = True,
+    notify: str | None = None,
+    value_move: float = DEFAULT_VALUE_MOVE,
 ) -> dict[str, Any]:
     """Turn fleet files into fresh tables, calling only for what is stale and never paying twice."""
     die_with_parent_process()  # under `fleet serve`, this runs in a child that must not outlive it
@@ -98,7 +101,8 @@ def refresh_fleet(
     datasets = list(datasets or DEFAULT_DATASETS)
     parameters = {"datasets": datasets, "max_units": max_units, "force": force, "dry_run": dry_run,
                   "freshness": freshness, "chunk_size": chunk_size, "batch_size": batch_size,
-                  "recall_details_by": recall_details_by, "plates": plates}
+                  "recall_details_by": recall_details_by, "plates": plates,
+                  "value_move": value_move}  # read by the landing's change detection (sql/changes/); never the notify URL
     ingest = ingest_fleet(paths, db, run_id, vin_column, parameters, plates)
     plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness))
     summary = start_summary(run_id, ingest, plan)
@@ -157,4 +161,7 @@ def refresh_fleet(
         add_counts(summary, calls=details["calls"], units=details["units"])
 
     final_status(summary)
-    return finish_refresh(db, run_id, summary, lake)
+    summary = finish_refresh(db, run_id, summary, lake)
+    if notify:  # the run's changes to a webhook; nothing is posted when nothing changed
+        summary["notification"] = notify_changes(db, run_id, notify)
+    return summary

@@ -23,9 +23,11 @@ DATA_FRAMES = {
     "history": lambda r: {"history_reports": staging.history_frame(r.found)},
     "lien_theft": lambda r: {"lien_theft_events": staging.lien_theft_frame(r.found)},
     "ownership": lambda r: {"ownership_records": ownership_frame(r.found)},
+    # Campaigns first, then the check that closes what it no longer lists: new and closed campaigns are
+    # then told apart as they land (sql/changes/recalls.sql, recall_checks.landed.sql).
     "recall_details": lambda r: {
-        "recall_checks": staging.recall_checks_from_reports(r.found, r.no_data),
         "recalls": staging.recalls_frame([(vin, ans.data.recalls, at) for vin, ans, at in r.found]),
+        "recall_checks": staging.recall_checks_from_reports(r.found, r.no_data),
     },
 }
 # recall details complete a recall check that the batch already recorded as fresh.

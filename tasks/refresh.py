@@ -22,6 +22,7 @@ from prefect.runtime import flow_run
 from connectors import Settings
 
 from . import progress, session, stops
+from .changes import lead_with_changes, run_changes
 from .enrich import Budget, fetch_chunk
 from .failpoints import failpoint
 from .ingest import read_fleet
@@ -231,6 +232,7 @@ def finish_refresh(db_path: str, run_id: str, summary: dict[str, Any], lake: str
             db.land("run_datasets", pl.DataFrame(rows, schema={"dataset": pl.String, **_RUN_DATASET_COLUMNS}), run_id)
         db.finish_run(run_id, summary["status"], counts=summary["ingest"], units_used=summary["units"],
                       message=summary.get("message"))
+        summary = lead_with_changes(summary, run_changes(db, run_id))  # recorded as its answers landed
         if lake and summary["status"] not in ("planned", "refused"):
             db.export_parquet(lake)
         report = write_run_report(db, db_path, lake) if summary["status"] not in ("planned", "refused") else (None, None)

@@ -31,6 +31,7 @@ from . import lake
 from .failpoints import failpoint
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+CHANGES_DIR = SQL_DIR / "changes"
 MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -78,6 +79,7 @@ EXPORT_TABLES: dict[str, list[str]] = {
     "fetch_status": ["vin_bucket"],
     "run_datasets": ["run_id"],
     "plate_resolutions": ["run_id"],
+    "changes": ["run_id"],
 }
 PRIVATE_TABLES = ("ownership_records",)
 
@@ -413,8 +415,13 @@ class Database:
             self._run(self._incoming_ddl(table))
             self._run("INSERT INTO incoming BY NAME SELECT * FROM chunk")
             self._run("UPDATE incoming SET fetched_at = coalesce(fetched_at, $stamp::TIMESTAMPTZ)", {"stamp": stamp})
-            for statement in _statements(_read_sql("landing", f"{table}.sql")):
-                self._run(statement)
+            # What changed (sql/changes/, issue 14): compared with what is held before the upsert replaces
+            # it (`<table>.sql`), or read from what the upsert did (`<table>.landed.sql`).
+            for path in (CHANGES_DIR / f"{table}.sql", SQL_DIR / "landing" / f"{table}.sql",
+                         CHANGES_DIR / f"{table}.landed.sql"):
+                if path.is_file():
+                    for statement in _statements(path.read_text(encoding="utf-8")):
+                        self._run(statement)
             if dataset:
                 for statement in _statements(_read_sql("landing", "_resolve_failures.sql")):
                     self._run(statement, {"dataset": dataset})

@@ -122,6 +122,44 @@ def plan_text(plan: "Plan") -> str:
 
 # --- presentation ------------------------------------------------------------------------------------
 
+# Each kind of change in words (singular, plural), in the order a summary lists them after the counts.
+CHANGE_WORDS = {
+    "new_recall": ("new recall", "new recalls"), "closed_recall": ("closed recall", "closed recalls"),
+    "new_theft": ("new theft", "new thefts"), "new_lien": ("new lien", "new liens"),
+    "new_title_brand": ("new title brand", "new title brands"),
+    "odometer_rollback": ("odometer rollback", "odometer rollbacks"),
+    "value_move": ("value move", "value moves"), "decode_changed": ("new decode", "new decodes"),
+    "released_lien": ("released lien", "released liens"), "recovered_theft": ("recovered theft", "recovered thefts"),
+    "cleared_title_brand": ("cleared title brand", "cleared title brands"),
+    "new_lien_theft_event": ("other lien/theft event", "other lien/theft events"),
+}
+
+
+def _count(n: int, singular: str, plural: str) -> str:
+    return f"{n} {singular if n == 1 else plural}"
+
+
+def change_lines(changes: dict[str, Any] | None, strong: Any = str) -> list[str]:
+    """What a run changed, in the words a fleet manager reads first: who must park, then counts per kind."""
+    if not changes or not changes.get("total"):
+        return ["No changes since the vehicles' previous answers."]
+    lines = []
+    if changes.get("park_now"):
+        named = ", ".join(f"{v['unit_number'] or v['vin']} ({v['vin']}: {', '.join(v['campaigns'])})"
+                          if v.get("unit_number") else f"{v['vin']} ({', '.join(v['campaigns'])})"
+                          for v in changes.get("park_now_vehicles", []))
+        more = changes["park_now"] - len(changes.get("park_now_vehicles", []))
+        lines.append(strong(f"{_count(changes['park_now'], 'vehicle', 'vehicles')} must be parked now")
+                     + f" (new park-it recall): {named}" + (f" and {more} more" if more > 0 else ""))
+    if changes.get("park_outside"):
+        lines.append(strong(f"{_count(changes['park_outside'], 'vehicle', 'vehicles')} must be parked outside")
+                     + " (new park-outside recall: a fire risk)")
+    kinds = ", ".join(_count(n, *CHANGE_WORDS.get(kind, (kind, kind))) for kind, n in changes["by_kind"].items())
+    lines.append(f"{_count(changes['total'], 'change', 'changes')} on "
+                 f"{_count(changes['vehicles'], 'vehicle', 'vehicles')}: {kinds}")
+    return lines
+
+
 
 def rows(summary: dict[str, Any]) -> list[list[str]]:
     out = []
@@ -169,7 +207,10 @@ def notes(summary: dict[str, Any]) -> list[str]:
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
-    lines = [f"# Fleet {summary.get('kind', 'refresh')} `{summary['run_id']}`", "", headline(summary), ""]
+    lines = [f"# Fleet {summary.get('kind', 'refresh')} `{summary['run_id']}`", ""]
+    if "changes" in summary:  # what changed leads: who must park, then counts per kind
+        lines += [f"- {line}" for line in change_lines(summary["changes"], strong=lambda s: f"**{s}**")] + [""]
+    lines += [headline(summary), ""]
     lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(r) + " |" for r in rows(summary)]
     lines += [""] + [f"- {n}" for n in notes(summary)]
@@ -189,6 +230,11 @@ def print_summary(summary: dict[str, Any]) -> None:
     for r in rows(summary):
         table.add_row(*r)
     console = Console(width=None if Console().is_terminal else 100)
+    if "changes" in summary:  # what changed leads: who must park, then counts per kind
+        from rich.text import Text
+
+        for line in change_lines(summary["changes"]):
+            console.print(Text(line, style="bold red" if " must be parked " in line else ""))
     console.print(table)
     for note in notes(summary):
         console.print(f"[yellow]{note}[/yellow]")

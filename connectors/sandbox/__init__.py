@@ -5,7 +5,8 @@ integration test talks to, and the knob we turn to test faults and measure speed
 
 Start it
     fleet sandbox [--host 127.0.0.1] [--port N] [--latency-ms 50 | 20-80] [--fault-rate 0.1] [--seed N]
-                  [--batch-rate VINS_PER_SECOND] [--insecure-webhooks]     (= python -m connectors.sandbox)
+                  [--batch-rate VINS_PER_SECOND] [--insecure-webhooks] [--vehicles FILE]
+                                                                           (= python -m connectors.sandbox)
     with run_sandbox(SandboxConfig(...)) as sb: ...   # background thread, free loopback port
     sb = Sandbox.start_subprocess(["--fault-rate", "0.1"]); ...; sb.stop()   # child process
 The child prints `SANDBOX_URL=http://127.0.0.1:PORT` as its first stdout line and nothing else;
@@ -61,6 +62,15 @@ Faults (FaultConfig; at start or at run time via sb.set_faults): `rate` of calls
 `statuses` (500/502/503/504 with the catalog messages; retryable ones carry Retry-After: 60 unless
 omit_retry_after), timeouts, dropped connections, malformed 200 bodies, slow calls, per-call
 latency, failed batches. Seeded: the same seed and request sequence replay the same faults.
+
+Changing a vehicle between runs (connectors.sandbox.control): every answer is a pure function of
+the VIN, so nothing changes by itself; tell a running sandbox (thread or child process) that one did:
+    sb.set_vehicle(vin, recalls=[{"nhtsa_campaign_number": "26V999000", "park_it": True}, ...],
+                   value_factor=1.2, title_brands=["Salvage"], lien_theft=[...] or None,
+                   history={"historyInformation": [...]}, specs={"trim": "Sport"})
+    = POST /_sandbox/vehicles/{vin} with that JSON; each call replaces only the fields it names;
+    sb.clear_vehicles(vin) (DELETE) brings the generated answers back; `--vehicles FILE` starts with a
+    JSON object of overrides keyed by VIN. The batch count agrees with the per-VIN recall list.
 
 Admin routes (no key, never counted or faulted): see connectors.sandbox.server. Stats shape:
     {"requests": [{"endpoint": "/specs", "key": "k", "status": 200, "count": 3}, ...],

@@ -5,6 +5,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from pathlib import Path
 
 from .config import SandboxConfig
 from .faults import FaultConfig, parse_latency
@@ -30,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--insecure-webhooks", action="store_true",
                    help="also accept http://127.0.0.1 / localhost webhookUrl and csvUrl")
     p.add_argument("--journal", action="store_true", help="record every call in order (GET /_sandbox/journal)")
+    p.add_argument("--vehicles", metavar="FILE", type=_vehicles_file,
+                   help="JSON object of per-VIN overrides to start with (see POST /_sandbox/vehicles/{vin})")
     return p
 
 
@@ -40,7 +43,24 @@ def config_from_args(args: argparse.Namespace) -> SandboxConfig:
                          slow_ms=args.slow_ms, latency_ms=args.latency_ms,
                          omit_retry_after=args.omit_retry_after, seed=args.seed)
     return SandboxConfig(faults=faults, batch_vins_per_second=args.batch_rate,
-                         insecure_webhooks=args.insecure_webhooks, journal=args.journal)
+                         insecure_webhooks=args.insecure_webhooks, journal=args.journal, vehicles=args.vehicles or {})
+
+
+def _vehicles_file(path: str) -> dict:
+    """`--vehicles FILE`: checked before the server starts, so a bad file is one line and exit code 2."""
+    import json
+
+    from .control import OverrideError, validate
+
+    try:
+        told = json.loads(Path(path).read_text(encoding="utf-8"))
+        if not isinstance(told, dict):
+            raise OverrideError("expected a JSON object keyed by VIN")
+        for overrides in told.values():
+            validate(overrides)
+    except (OSError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f"{path}: {' '.join(str(exc).split())}") from None
+    return told
 
 
 async def _serve(config: SandboxConfig, host: str, port: int) -> None:

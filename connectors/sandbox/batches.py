@@ -52,6 +52,7 @@ class BatchStore:
         self.deliveries: list[dict] = []
         self._numbers = itertools.count(1001)
         self._tasks: set[asyncio.Task] = set()
+        self.vehicles: dict[str, dict] = {}  # per-VIN overrides: a batch counts what /v1/recalls lists
 
     def create(self, owner: str, vins: list[str], webhook_url: str | None, *, x402: bool, will_fail: bool) -> Batch:
         batch = Batch(batch_id=f"rb_{secrets.token_hex(12)}", numeric_id=next(self._numbers), owner=owner,
@@ -86,7 +87,7 @@ class BatchStore:
             if batch.will_fail and due >= total // 2:
                 batch.status = "failed"
                 break
-            batch.results.extend(batch_result(vin) for vin in batch.vins[batch.processed:due])
+            batch.results.extend(batch_result(vin, self.vehicles.get(vin)) for vin in batch.vins[batch.processed:due])
             batch.processed = due
         else:
             batch.status = "completed"

@@ -20,6 +20,7 @@ class SandboxConfig:
     openapi_path: Path = DEFAULT_OPENAPI
     journal: bool = False                   # record every call in order (GET /_sandbox/journal)
     seed: int | None = None                 # when set, overrides faults.seed
+    vehicles: dict[str, dict] = field(default_factory=dict)  # per-VIN overrides (connectors/sandbox/control.py)
 
     def effective_faults(self) -> FaultConfig:
         return self.faults if self.seed is None else replace(self.faults, seed=self.seed)

@@ -9,7 +9,7 @@ import datetime as dt
 import uuid
 from functools import lru_cache
 
-from . import catalog
+from . import catalog, control
 from .vehicles import digest, rng, vehicle
 
 _COMPONENTS = [
@@ -105,6 +105,6 @@ def ymm_report(year: int, make: str, model: str) -> dict:
             "recall_count": len(pool), "has_recalls": bool(pool), "recalls": list(pool)}
 
 
-def batch_result(vin: str) -> dict:
-    count = len(open_recalls(vin)) if vehicle(vin).has_data else 0
+def batch_result(vin: str, override: dict | None = None) -> dict:
+    count = len(control.recalls(vin, override, open_recalls(vin))) if vehicle(vin).has_data else 0
     return {"vin": vin, "hasRecalls": count > 0, "recallCount": count}

@@ -62,6 +62,17 @@ class Sandbox:
         """Every call since the journal was switched on (or the last reset), in the order answered."""
         return self._admin_call("GET", "/_sandbox/journal")["calls"]
 
+    def set_vehicle(self, vin: str, **overrides) -> dict:
+        """Tell the sandbox this vehicle changed (connectors/sandbox/control.py); returns its overrides."""
+        return self._admin_call("POST", f"/_sandbox/vehicles/{vin}", json=overrides)
+
+    def vehicle(self, vin: str) -> dict:
+        return self._admin_call("GET", f"/_sandbox/vehicles/{vin}")
+
+    def clear_vehicles(self, vin: str | None = None) -> None:
+        """Forget one VIN's overrides, or every VIN's: the generated answers come back."""
+        self._admin_call("DELETE", f"/_sandbox/vehicles/{vin}" if vin else "/_sandbox/vehicles")
+
     def peak_in_flight(self) -> int:
         """Most calls the sandbox was serving at once since the last reset."""
         return self.stats()["peak_in_flight"]

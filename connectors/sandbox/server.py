@@ -10,6 +10,11 @@ Admin routes live under /_sandbox/, need no key, are never counted and never fau
   GET  /_sandbox/webhooks  -> {"deliveries": [{url, batchId, payload, attemptedAt, status, error}...]}
   POST /_sandbox/settings  -> {"batch_vins_per_second": F, "insecure_webhooks": bool}
   GET  /_sandbox/health    -> {"ok": true}
+  GET  /_sandbox/vehicles[/{vin}]  -> every VIN's overrides / that VIN's ({} when none)
+  POST /_sandbox/vehicles/{vin}    -> {"recalls": [...], "value_factor": F, "title_brands": [...], "history": {...},
+                                       "lien_theft": [...] | null, "specs": {...}}: tells the sandbox the vehicle
+                                      changed (control.py); each POST replaces only the fields it names; 400 + message
+  DELETE /_sandbox/vehicles[/{vin}] -> forgets that VIN's overrides / every VIN's
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from . import batch_routes, errors, misc_routes, owner_routes, vin_routes
 from .accounts import Account
 from .calls import error_response
 from .config import SandboxConfig
+from .control import OverrideError, validate
 from .faults import FaultConfig
 from .state import STATE, SandboxState
 from .stats import DROPPED
@@ -181,6 +187,28 @@ async def admin_settings(request):
                               "journal": state.stats.journal_on})
 
 
+def _vin(request) -> str:
+    return request.match_info.get("vin", "").strip().upper()
+
+
+async def admin_vehicles(request):
+    vehicles = request.app[STATE].vehicles
+    vin = _vin(request)
+    if request.method == "DELETE":
+        if vin:
+            vehicles.pop(vin, None)
+        else:
+            vehicles.clear()
+        return web.json_response({"ok": True})
+    if request.method == "POST":
+        try:
+            told = validate(await request.json())
+        except (OverrideError, ValueError) as exc:  # ValueError: a body that is not JSON
+            return web.json_response({"ok": False, "message": " ".join(str(exc).split())}, status=400)
+        vehicles[vin] = {**vehicles.get(vin, {}), **told}
+    return web.json_response(vehicles.get(vin, {}) if vin else vehicles)
+
+
 async def admin_health(request):
     return web.json_response({"ok": True})
 
@@ -205,5 +233,7 @@ def create_app(config: SandboxConfig | None = None) -> web.Application:
     app.router.add_post("/_sandbox/settings", admin_settings)
     app.router.add_get("/_sandbox/health", admin_health)
     app.router.add_get("/_sandbox/journal", admin_journal)
+    app.router.add_route("*", "/_sandbox/vehicles", admin_vehicles)
+    app.router.add_route("*", "/_sandbox/vehicles/{vin}", admin_vehicles)
     app.on_cleanup.append(_close_batches)
     return app

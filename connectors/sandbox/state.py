@@ -8,6 +8,7 @@ from aiohttp import web
 from .accounts import Ledger
 from .batches import BatchStore
 from .config import SandboxConfig
+from .control import validate
 from .faults import FaultInjector
 from .stats import Stats
 
@@ -19,15 +20,18 @@ class SandboxState:
     stats: Stats
     faults: FaultInjector
     batches: BatchStore
+    vehicles: dict[str, dict]   # per-VIN overrides (control.py), shared with the batch store
 
     @classmethod
     def from_config(cls, config: SandboxConfig) -> "SandboxState":
         ledger = Ledger()
         for key, account in config.accounts.items():
             ledger.add_account(key, account)
+        vehicles = {vin.strip().upper(): validate(overrides) for vin, overrides in config.vehicles.items()}
+        batches = BatchStore(config.batch_vins_per_second, config.insecure_webhooks, config.webhook_timeout_seconds)
+        batches.vehicles = vehicles
         return cls(config=config, ledger=ledger, stats=Stats(config.journal), faults=FaultInjector(config.effective_faults()),
-                   batches=BatchStore(config.batch_vins_per_second, config.insecure_webhooks,
-                                      config.webhook_timeout_seconds))
+                   batches=batches, vehicles=vehicles)
 
 
 STATE = web.AppKey("sandbox_state", SandboxState)

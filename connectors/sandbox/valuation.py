@@ -101,11 +101,11 @@ def _add_deducts(vin: str) -> tuple[dict, ...]:
 
 
 @lru_cache(maxsize=16384)
-def market_value_v2(vin: str, state: str | None, miles: float | None, tier: str | None) -> dict:
-    """Cached: callers must not mutate the answer."""
+def market_value_v2(vin: str, state: str | None, miles: float | None, tier: str | None, factor: float = 1.0) -> dict:
+    """Cached: callers must not mutate the answer. `factor` moves every value (sandbox control)."""
     v = vehicle(vin)
     r = rng(vin, "mv2")
-    retail = base_retail(vin)
+    retail = int(base_retail(vin) * factor)
     region = regional_factor(state)
     band = _band(vin, miles) if miles is not None and tier is not None else None
     result: dict = {
@@ -137,9 +137,9 @@ def market_value_v2(vin: str, state: str | None, miles: float | None, tier: str 
     for kind, tiers in _TIERS.items():
         for t in tiers:
             base = int(retail * _KIND_FACTOR[kind] * _TIER_FACTOR[t])
-            add_deduct = sum(item[t] for item in add_deducts if kind != "trade_in") // 2
+            add_deduct = int(sum(item[t] for item in add_deducts if kind != "trade_in") // 2 * factor)
             regional = int(base * region)
-            mileage = band[t] if band is not None and t == tier else 0
+            mileage = int(band[t] * factor) if band is not None and t == tier else 0
             result[f"{kind}_{t}"] = {
                 f"base_{kind}_{t}": base, f"mileage_{kind}_{t}": mileage,
                 f"add_deduct_{kind}_{t}": add_deduct, f"regional_{kind}_{t}": regional,
@@ -182,11 +182,11 @@ def _auction(vin: str, retail: int, *, snake: bool) -> dict:
 
 
 @lru_cache(maxsize=16384)
-def market_value_v1(vin: str) -> dict:
-    v2 = market_value_v2(vin, None, None, None)
+def market_value_v1(vin: str, factor: float = 1.0) -> dict:
+    v2 = market_value_v2(vin, None, None, None, factor)
     return {
         "vin": vin, "retail": str(v2["retail"]), "tradeIn": str(v2["trade_in"]),
         "roughTradeIn": str(v2["rough_trade_in"]), "averageTradeIn": str(v2["average_trade_in"]),
         "loanValue": str(v2["loan_value"]), "msrp": str(v2["msrp"]), "uid": int(v2["uid"]),
-        "tradeInValues": v2["trade_in_values"], "auctionValues": _auction(vin, base_retail(vin), snake=False),
+        "tradeInValues": v2["trade_in_values"], "auctionValues": _auction(vin, int(base_retail(vin) * factor), snake=False),
     }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from . import errors, valuation
+from . import control, errors, valuation
 from .calls import Call, ok
 from .recalls import recall_report, ymm_report
 from .vehicles import (history as history_data, international, is_international, lien_theft as lien_theft_data,
@@ -32,13 +32,15 @@ async def specs(request):
     echo = {"key": call.key, "vin": vin, **call.input("format", "deepdata", "deepData", "disableIntVINDecoding")}
     # `deepdata` (spec, npm SDK) or `deepData` (Python SDK); `1`, or `true` as SDK users pass it.
     deep = _flag(q.get("deepdata")) or _flag(q.get("deepData"))
+    told = call.state.vehicles.get(vin)
     if is_international(vin):
         if _flag(q.get("disableIntVINDecoding")):
             raise errors.ApiError(404, errors.NO_DATA_SPECS)
         call.charge({"specs": ONE})
-        return ok({"input": echo, "attributes": international(v.vin)}, xml=call.wants_xml())
+        answer = control.specs(told, {"attributes": international(v.vin)})
+        return ok({"input": echo, **answer}, xml=call.wants_xml())
     call.charge({"specs": ONE})
-    return ok({"input": echo, **specs_data(vin, deep)}, xml=call.wants_xml())
+    return ok({"input": echo, **control.specs(told, specs_data(vin, deep))}, xml=call.wants_xml())
 
 
 def _flag(value: str | None) -> bool:
@@ -56,7 +58,8 @@ async def recalls(request):
     call, vin = _vin_call(request, "recalls")
     require_data(vin)
     call.charge({"recalls": ONE})
-    return ok({"input": {"key": call.key, "vin": vin}, "data": recall_report(vin)})
+    report = control.recall_report(vin, call.state.vehicles.get(vin), recall_report(vin))
+    return ok({"input": {"key": call.key, "vin": vin}, "data": report})
 
 
 _YEAR = re.compile(r"^\d{4}$")
@@ -86,7 +89,7 @@ async def market_value_v2(request):
     raise_magic(vin)
     require_data(vin)
     call.charge({"market-value": ONE})
-    result = valuation.market_value_v2(vin, state, miles, tier)
+    result = valuation.market_value_v2(vin, state, miles, tier, control.value_factor(call.state.vehicles.get(vin)))
     return ok({"input": {"vin": vin, "state": state or "", "country": "US"}, **result})
 
 
@@ -102,20 +105,21 @@ async def market_value_v1(request):
     raise_magic(vin)
     require_data(vin)
     call.charge({"market-value": ONE})
-    return ok({"input": {"vin": vin}, **valuation.market_value_v1(vin)}, xml=call.wants_xml())
+    factor = control.value_factor(call.state.vehicles.get(vin))
+    return ok({"input": {"vin": vin}, **valuation.market_value_v1(vin, factor)}, xml=call.wants_xml())
 
 
 async def history(request):
     call, vin = _vin_call(request, "history", gate="history", cv_code="CV-002")
     require_data(vin)
     call.charge({"history": ONE})
-    return ok(history_data(vin), xml=call.wants_xml())
+    return ok(control.history(call.state.vehicles.get(vin), history_data(vin)), xml=call.wants_xml())
 
 
 async def lien_theft(request):
     call, vin = _vin_call(request, "lien-theft", gate="lien-theft")
     require_data(vin, errors.NO_LIEN_THEFT)
-    found = lien_theft_data(vin)
+    found = control.lien_theft(vin, call.state.vehicles.get(vin), lien_theft_data(vin))
     if found is None:
         raise errors.ApiError(404, errors.NO_LIEN_THEFT)
     call.charge({"lien-theft": ONE})
