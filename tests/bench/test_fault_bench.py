@@ -83,6 +83,7 @@ def _profile(db: Path) -> tuple[Counter, dict[str, tuple[float, float]], int, in
     return waits, spans, calls, retries
 
 
+@pytest.mark.timeout(3600)  # minutes by design: the suite's 300 s is for tests
 def test_fault_bench(tmp_path):
     clean = Sandbox.start_subprocess([])
     try:
