@@ -18,7 +18,7 @@ from .calls import CallObserver, CallRecord
 from .config import Settings
 from .endpoints import ENDPOINTS, Endpoint
 from .redact import guard_loggers, redact_echo, redact_text
-from .retry import parse_retry_after
+from .retry import WAIT_STEP, RetryAbandoned, RetryLater, parse_retry_after, scheduled_call, stop_check
 from .transport import open_session
 
 log = logging.getLogger("connectors.client")
@@ -89,12 +89,18 @@ class BaseClient:
             query["key"] = self.settings.api_key
         # One key per call, the same on every attempt, GET included: a retry (after a 503
         # `auto_recharge_pending` above all) is then "the same request" and cannot pay twice.
-        headers["Idempotency-Key"] = idempotency_key or uuid.uuid4().hex
+        # A scheduled call keeps its key, attempt count and retries spent between its turns in the queue.
+        call = scheduled_call()
+        if call is not None:
+            call.idempotency_key = call.idempotency_key or idempotency_key or uuid.uuid4().hex
+        headers["Idempotency-Key"] = call.idempotency_key if call else (idempotency_key or uuid.uuid4().hex)
         policy = self.settings.retry
-        attempt = 0
-        retries: dict[str, int] = {}
+        attempt = call.attempts if call else 0
+        retries: dict[str, int] = call.retries if call else {}
         while True:
             attempt += 1
+            if call is not None:
+                call.attempts = attempt
             started = time.perf_counter()
             try:
                 answer = await self._send_once(ep, query, headers, json_body)
@@ -115,8 +121,24 @@ class BaseClient:
             assert budget is not None  # should_retry said yes, which needs a budget
             retries[budget] = retries.get(budget, 0) + 1
             delay = policy.delay(retries[budget], getattr(error, "retry_after", None))
+            if call is not None:  # the scheduler's queue waits, not this call's slot
+                raise RetryLater(error, delay)
             log.debug("retrying %s after %s (attempt %d) in %.2fs", ep.name, type(error).__name__, attempt, delay)
+            await self._wait(delay, error)
+
+    async def _wait(self, delay: float, error: errors.VehicleDataError) -> None:
+        """Wait before a retry; inside `waits_end_when`, give up as soon as a stop is named."""
+        check = stop_check()
+        if check is None:
             await self._sleep(delay)
+            return
+        deadline = time.monotonic() + delay
+        while (reason := check()) is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await self._sleep(min(WAIT_STEP, left))
+        raise RetryAbandoned(reason, error)
 
     async def _send_once(self, ep: Endpoint, query: dict[str, str], headers: dict[str, str], body: Any) -> Answer:
         response = await self._http.send(ep.method, ep.path, query, headers, body, ep.name)

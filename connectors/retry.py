@@ -7,15 +7,25 @@
 - A POST is retried only when it carries an idempotency key. The client sends one on
   every call (GET too), the same on each attempt, so a retry, after a 503
   `auto_recharge_pending` above all, can never start a second batch or payment.
+
+Where the wait happens. Alone, a call waits out its backoff or `Retry-After` in place. Run by a
+scheduler (tasks/scheduler.py) inside `scheduled(attempts)`, it does not: a retryable failure
+raises `RetryLater` with the wait, and the scheduler queues the call until then while its slot
+serves other calls. `CallAttempts` carries what makes the next attempt the same call: its
+Idempotency-Key, the attempts made, the retries spent per budget (so the maximum holds).
+A wait in place can be ended early: inside `waits_end_when(check)`, the client looks at `check()`
+every `WAIT_STEP` seconds and gives up with `RetryAbandoned` once it names a reason (a stop).
 """
 
 from __future__ import annotations
 
 import random
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Mapping
+from typing import Callable, Iterator, Mapping
 
 from .errors import (
     APIConnectionError,
@@ -81,3 +91,68 @@ def parse_retry_after(value: str | None) -> float | None:
             return None
         return max(seconds, 0.0)
     return seconds if seconds >= 0 else None
+
+
+# --- waiting outside the client: a scheduler's queue, or a wait that a stop ends ----------------------
+
+WAIT_STEP = 0.5  # seconds between two looks at a stop while waiting in place
+
+
+@dataclass
+class CallAttempts:
+    """One call's attempts, kept between them while the call waits in a scheduler's queue."""
+
+    idempotency_key: str | None = None
+    attempts: int = 0
+    retries: dict[str, int] = field(default_factory=dict)
+
+
+class RetryLater(Exception):
+    """A retryable failure of a scheduled call: ask again in `delay` seconds, with the same `CallAttempts`.
+
+    Not a `VehicleDataError`, so no handler of failures takes it for one.
+    """
+
+    def __init__(self, error: VehicleDataError, delay: float) -> None:
+        super().__init__(f"retry in {delay:.2f}s after {type(error).__name__}")
+        self.error, self.delay = error, delay
+
+
+class RetryAbandoned(Exception):
+    """A wait in place ended by a stop: `reason` is the stop's, `error` the failure that was waited out."""
+
+    def __init__(self, reason: str, error: VehicleDataError) -> None:
+        super().__init__(reason)
+        self.reason, self.error = reason, error
+
+
+_scheduled: ContextVar[CallAttempts | None] = ContextVar("scheduled_call", default=None)
+_stop_check: ContextVar[Callable[[], str | None] | None] = ContextVar("retry_stop_check", default=None)
+
+
+@contextmanager
+def scheduled(attempts: CallAttempts) -> Iterator[CallAttempts]:
+    """The request made inside is one attempt of the call `attempts` tracks; its retries are the caller's."""
+    token = _scheduled.set(attempts)
+    try:
+        yield attempts
+    finally:
+        _scheduled.reset(token)
+
+
+def scheduled_call() -> CallAttempts | None:
+    return _scheduled.get()
+
+
+@contextmanager
+def waits_end_when(check: Callable[[], str | None]) -> Iterator[None]:
+    """Retry waits inside end with `RetryAbandoned` as soon as `check()` returns a reason."""
+    token = _stop_check.set(check)
+    try:
+        yield
+    finally:
+        _stop_check.reset(token)
+
+
+def stop_check() -> Callable[[], str | None] | None:
+    return _stop_check.get()

@@ -1,7 +1,8 @@
 """The fleet refresh flow: ingest, plan, recall batches, per-VIN enrichment, finish.
 
 It only orchestrates: every read and write happens in a task. Recall campaign
-details come last because they group VINs by the year/make/model in specs.
+details start once the recall batch has landed, beside the other datasets; matched by
+model (`--recall-details model`), they come last: they group VINs by the specs' models.
 """
 
 from __future__ import annotations
@@ -129,11 +130,13 @@ def refresh_fleet(
             plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness))
             replan(summary, plan)
     recalls = plan.datasets.get("recalls")
-    batch = None
+    batch = details = None
     if recalls is not None:
         batch = check_recalls.submit(db, run_id, recalls.path, batch_size, webhook_url, budget, webhook_listen)
         if not parallel:
             budget = record_batch(summary, batch.result(), budget)
+        elif recall_details_by == "vin":  # per-VIN campaign lookups need only the batch: beside the other datasets
+            details = recall_details.submit(db, run_id, None, concurrency, recall_details_by, wait_for=[batch])
 
     lanes = {d: deque(plan.datasets[d].chunks(chunk_size)) for d in ORDER if d in plan.datasets and d != "recalls"}
     if parallel:
@@ -155,10 +158,10 @@ def refresh_fleet(
     if batch is not None:
         if parallel:
             budget = record_batch(summary, batch.result(), budget)
-        # Campaign details group VINs by the specs landed above, so they come last.
-        details = recall_details(db, run_id, budget, concurrency, recall_details_by)
-        summary["recall_details"] = details
-        add_counts(summary, calls=details["calls"], units=details["units"])
+        # Campaign details by model group VINs by the specs landed above, so they come last.
+        outcome = details.result() if details else recall_details(db, run_id, budget, concurrency, recall_details_by)
+        summary["recall_details"] = outcome
+        add_counts(summary, calls=outcome["calls"], units=outcome["units"])
 
     final_status(summary)
     summary = finish_refresh(db, run_id, summary, lake)

@@ -1,13 +1,14 @@
 """Per-VIN enrichment of one chunk: bounded async concurrency, refusal stops, a budget.
 
 Plain async code (no Prefect): the flow wraps `fetch_chunk` in a chunk-sized task.
-Every VIN handed in comes back in exactly one list: found, no_data, failed or pending.
-Every call asks the run's `Stops` first (tasks/stops.py): after a refusal, no new call starts.
+Every VIN handed in (or adopted from the chunk before) comes back in exactly one list: found,
+no_data, failed, pending, or handed_off to the next chunk. Calls go through the scheduler
+(tasks/scheduler.py), which asks the run's `Stops` before each (tasks/stops.py): after a
+refusal, a cancellation or a pause, no new call starts, and a retry waits without a slot.
 """
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -16,10 +17,12 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings, estimate_units
 from connectors import errors as e
 
+from .scheduler import Job, Scheduler
 from .stops import STOPPING_ERRORS, Pass, Stops
 
 if TYPE_CHECKING:
     from .journal import AnswerJournal
+    from .lanes import Lane
 
 Call = Callable[[AsyncVehicleDataClient, str, Mapping[str, Any]], Awaitable[Any]]
 
@@ -123,6 +126,7 @@ class ChunkResult:
     calls: list[tuple[str, CallRecord, datetime, str | None]] = field(default_factory=list)
     requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     stop_reason: str | None = None
+    handed_off: list[str] = field(default_factory=list)  # VINs left waiting for a retry to the next chunk
 
     @property
     def units(self) -> int:
@@ -139,31 +143,39 @@ async def fetch_chunk(
     stops: Stops | None = None,
     on_progress: Callable[[int], None] | None = None,
     journal: AnswerJournal | None = None,
+    lane: Lane | None = None,
 ) -> ChunkResult:
     """Fetch `dataset` for every row (each has at least `vin`). `stops`: the run's, shared by its chunks.
 
-    With a `journal`, every attempt and every VIN's final answer is written to it as it arrives.
+    Calls go through the scheduler (tasks/scheduler.py): a VIN waiting to be retried holds no slot.
+    With a `lane` (tasks/lanes.py), the chunk first adopts the waiting retries the chunk before it
+    handed on, and hands its own on when they are all it has left and another chunk is coming
+    (`ChunkResult.handed_off`). With a `journal`, every attempt and every VIN's final answer is
+    written to it as it arrives.
     """
     spec = DATASETS[dataset]
-    api = ENDPOINTS[spec.endpoint].api
+    endpoint = spec.endpoint
+    api = ENDPOINTS[endpoint].api
     result = ChunkResult(dataset)
     budget = budget or Budget(None)
     stops = stops or Stops()
-    per_call = estimate_units(spec.endpoint, spec.request(rows[0]) if rows else {})
-    if stopped := stops.reason(api):  # refused earlier in the run: call nothing, leave every VIN due
-        return ChunkResult(dataset, pending=[r["vin"] for r in rows], stop_reason=stopped)
+    jobs: list[Job[Mapping[str, Any]]] = [*(lane.adopt() if lane else ()), *(Job(row) for row in rows)]
+    per_call = estimate_units(endpoint, spec.request(jobs[0].item) if jobs else {})
+    if stopped := stops.reason(api, endpoint):  # refused or paused earlier in the run: call nothing
+        return ChunkResult(dataset, pending=[j.item["vin"] for j in jobs], stop_reason=stopped)
 
     units_by_vin: dict[str, int] = {}
-    attempts_by_vin: dict[str, int] = {}
-    passes: dict[str, Pass] = {}  # VIN -> its call's leave to start, until the first answer settles it
+    reserved: set[str] = set()  # VINs whose units this chunk holds in the budget
+    passes: dict[str, Pass] = {}  # VIN -> its attempt's leave to start, until the first answer settles it
     settling: dict[str, tuple] = {}  # VIN -> its last call, journalled with the answer it settles
+    scheduler: Scheduler[Mapping[str, Any]] = Scheduler(stops, api, endpoint, slots=concurrency)
 
     def observe(record: CallRecord) -> None:
         call = (uuid.uuid4().hex, record, _now(), None)
         result.calls.append(call)
+        stops.observe(record.endpoint, record.status)
         if record.vin:
             units_by_vin[record.vin] = units_by_vin.get(record.vin, 0) + record.units
-            attempts_by_vin[record.vin] = attempts_by_vin.get(record.vin, 0) + 1
             if record.vin in passes:
                 passes[record.vin].answered(record.status)
         if journal is not None:
@@ -176,57 +188,65 @@ async def fetch_chunk(
         if journal is not None:
             journal.answer(settling.pop(vin, None), vin, outcome, at, **answer)
 
-    queue: asyncio.Queue[Mapping[str, Any]] = asyncio.Queue()
-    for row in rows:
-        queue.put_nowait(row)
+    def release(vin: str) -> None:
+        """This chunk is done with the VIN: its reservation becomes what it spent here."""
+        if vin in reserved:
+            reserved.discard(vin)
+            budget.settle(per_call, units_by_vin.get(vin, 0))
 
+    def done(vin: str) -> None:
+        release(vin)
+        if on_progress:
+            on_progress(1)
+
+    def stopped(job: Job[Mapping[str, Any]], reason: str) -> None:
+        result.stop_reason = result.stop_reason or reason
+        result.pending.append(job.item["vin"])
+        done(job.item["vin"])
+
+    async def attempt(job: Job[Mapping[str, Any]], leave: Pass) -> None:
+        row = job.item
+        vin = row["vin"]
+        if vin not in reserved:
+            if not budget.reserve(per_call):
+                scheduler.halt(MAX_UNITS)
+                stopped(job, MAX_UNITS)
+                return
+            reserved.add(vin)
+        passes[vin] = leave
+        try:
+            answer = await spec.call(client, vin, row)
+            at = _now()
+            result.found.append((vin, answer, at))
+            result.requests[vin] = asked = spec.request(row)
+            settled(vin, "found", at, body=answer.raw, request=asked)
+        except e.NotFoundError as exc:
+            if isinstance(exc, (e.FeatureNotEnabledError, e.InvalidRegionError)):
+                result.failed.append(failure := _failure(vin, dataset, exc, job.call.attempts))
+                settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
+            else:
+                result.no_data.append((vin, at := _now()))  # a stable answer: the VIN is checked
+                settled(vin, "no_data", at)
+        except STOPPING_ERRORS as exc:
+            reason = stops.refuse(api, exc)
+            result.stop_reason = result.stop_reason or reason
+            result.pending.append(vin)
+            settled(vin, "pending", _now(), message=f"{exc.status} {exc.message}")
+        except e.VehicleDataError as exc:
+            result.failed.append(failure := _failure(vin, dataset, exc, job.call.attempts))
+            settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
+        finally:  # a `RetryLater` passes through to the scheduler: not settled, still reserved
+            passes.pop(vin, None)
+            if vin in settling:  # no answer settled it (an unexpected error): still a call paid for
+                journal.attempt(settling.pop(vin))  # type: ignore[union-attr]
+        done(vin)
+
+    scheduler.add(jobs)
     async with AsyncVehicleDataClient(settings, on_call=observe) as client:
-
-        async def worker() -> None:
-            while not queue.empty():
-                row = queue.get_nowait()
-                vin = row["vin"]
-                if result.stop_reason or not budget.reserve(per_call):
-                    result.stop_reason = result.stop_reason or MAX_UNITS
-                    result.pending.append(vin)
-                    continue
-                leave = await stops.admit(api)
-                if leave.stopped:  # refused while this worker waited, here or in another chunk
-                    budget.settle(per_call, 0)
-                    result.stop_reason = result.stop_reason or leave.stopped
-                    result.pending.append(vin)
-                    continue
-                passes[vin] = leave
-                try:
-                    answer = await spec.call(client, vin, row)
-                    at = _now()
-                    result.found.append((vin, answer, at))
-                    result.requests[vin] = asked = spec.request(row)
-                    settled(vin, "found", at, body=answer.raw, request=asked)
-                except e.NotFoundError as exc:
-                    if isinstance(exc, (e.FeatureNotEnabledError, e.InvalidRegionError)):
-                        result.failed.append(failure := _failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
-                        settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
-                    else:
-                        result.no_data.append((vin, at := _now()))  # a stable answer: the VIN is checked
-                        settled(vin, "no_data", at)
-                except STOPPING_ERRORS as exc:
-                    reason = stops.refuse(api, exc)
-                    result.stop_reason = result.stop_reason or reason
-                    result.pending.append(vin)
-                    settled(vin, "pending", _now(), message=f"{exc.status} {exc.message}")
-                except e.VehicleDataError as exc:
-                    result.failed.append(failure := _failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
-                    settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
-                finally:
-                    passes.pop(vin).release()
-                    if vin in settling:  # no answer settled it (an unexpected error): still a call paid for
-                        journal.attempt(settling.pop(vin))  # type: ignore[union-attr]
-                    budget.settle(per_call, units_by_vin.get(vin, 0))
-                    if on_progress:
-                        on_progress(1)
-
-        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(rows))))))
+        await scheduler.run(attempt, stopped, hand_off=lane.hand_off if lane else None)
+    for job in scheduler.handed_off:
+        result.handed_off.append(job.item["vin"])
+        release(job.item["vin"])
     return result
 
 
@@ -237,7 +257,7 @@ def _failure(vin: str, dataset: str, exc: e.VehicleDataError, attempts: int) -> 
         "status": getattr(exc, "status", None),
         "message": exc.message,
         "retryable": exc.retryable,
-        "attempts": attempts,
+        "attempts": max(attempts, 1),
         "fetched_at": _now(),
     }
 

@@ -24,10 +24,12 @@ from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings
 from connectors import errors as e
 
 from . import staging
-from .enrich import Budget, ChunkResult, fetch_chunk
+from .enrich import MAX_UNITS, Budget, ChunkResult, fetch_chunk
 from .journal import AnswerJournal
-from .stops import STOPPING_ERRORS, Stopped, Stops
 from .landing import land_enrichment
+from .lanes import Lane
+from .scheduler import Job, Scheduler
+from .stops import STOPPING_ERRORS, Pass, Stops
 from .storage import Database
 
 
@@ -73,27 +75,21 @@ async def fetch_recall_details(
             groups[(row["year"], row["make"].lower(), row["model"].lower())].append(row)
         else:
             per_vin.append(row)
-    for rows in list(groups.values()):
-        # A model listing settles only VINs whose count equals the model's campaign count, which is at
-        # least the group's highest count: unless two VINs share that count, per-VIN lookups cost no more.
-        top = max(r["recall_count"] for r in rows)
-        if sum(r["recall_count"] == top for r in rows) < 2:
-            per_vin.extend(rows)
-            continue
-        leftovers = await _by_model(db, run_id, rows, settings, budget, outcome, stops)
-        per_vin.extend(leftovers)
-        if on_progress:
-            on_progress(len(rows) - len(leftovers))
-    for start in range(0, len(per_vin), chunk_size):
-        rows = per_vin[start : start + chunk_size]
+    listed = [rows for rows in groups.values() if _worth_a_listing(rows)]
+    per_vin.extend(r for rows in groups.values() if not _worth_a_listing(rows) for r in rows)
+    if listed:
+        per_vin.extend(await _by_model(db, run_id, listed, settings, budget, outcome, stops, concurrency, on_progress))
+    chunks = [per_vin[start : start + chunk_size] for start in range(0, len(per_vin), chunk_size)]
+    lane = Lane()  # a chunk with only waiting retries left hands them to the next one
+    for n, rows in enumerate(chunks):
         if outcome.stop_reason:
-            outcome.pending += len(rows)
+            outcome.pending += len(rows) + len(lane.adopt())
             continue
         journal = AnswerJournal.create(journals, run_id, "recall_details", secrets=(settings.api_key or "",)) if journals else None
-        with journal or contextlib.nullcontext():
+        with journal or contextlib.nullcontext(), lane.followed(n + 1 < len(chunks)):
             result: ChunkResult = await fetch_chunk(
                 "recall_details", rows, settings=settings, concurrency=concurrency, budget=budget, stops=stops,
-                on_progress=on_progress, journal=journal,
+                on_progress=on_progress, journal=journal, lane=lane,
             )
         land_enrichment(db, run_id, result)
         if journal is not None:
@@ -107,56 +103,86 @@ async def fetch_recall_details(
     return outcome
 
 
-async def _by_model(db, run_id, rows, settings, budget, outcome, stops) -> list[dict[str, Any]]:  # noqa: ANN001
-    """List the model's campaigns once; return the VINs it cannot settle (they need a per-VIN lookup)."""
+def _worth_a_listing(rows: list[dict[str, Any]]) -> bool:
+    """A model listing settles only VINs whose count equals the model's campaign count, which is at least
+    the group's highest count: unless two VINs share that count, per-VIN lookups cost no more."""
+    top = max(r["recall_count"] for r in rows)
+    return sum(r["recall_count"] == top for r in rows) >= 2
+
+
+async def _by_model(db, run_id, groups, settings, budget, outcome, stops, concurrency,  # noqa: ANN001
+                    on_progress) -> list[dict[str, Any]]:
+    """List each model's campaigns once, `concurrency` listings at a time through the scheduler, each landed
+    as it is settled; return the VINs no listing could settle (they need a per-VIN lookup)."""
     api = ENDPOINTS["recalls-ymm"].api
-    if outcome.stop_reason or stops.reason(api) or not budget.reserve(1):
-        outcome.stop_reason = outcome.stop_reason or stops.reason(api) or "max-units reached"
-        return rows
-    calls: list[tuple[str, CallRecord, datetime, str | None]] = []
-    leave: list = [None]  # the call's leave to start, settled by its first answer (tasks/stops.py)
+    leftovers: list[dict[str, Any]] = []
+    calls: dict[int, list[tuple[str, CallRecord, datetime, str | None]]] = {}
+    reserved: set[int] = set()
+    scheduler: Scheduler[list[dict[str, Any]]] = Scheduler(stops, api, "recalls-ymm", slots=concurrency)
 
-    def observe(record: CallRecord) -> None:
-        calls.append((uuid.uuid4().hex, record, _now(), None))
-        if leave[0] is not None:
-            leave[0].answered(record.status)
+    def settle(job: Job[list[dict[str, Any]]], pool: Any, listing: Any) -> None:
+        rows, spent = job.item, calls.pop(id(job), [])
+        units = sum(r.units for _, r, _, _ in spent)
+        if id(job) in reserved:
+            budget.settle(1, units)
+        at = _now()
+        settled = [r for r in rows if pool is not None and r["recall_count"] == len(pool)]
+        frames: dict[str, pl.DataFrame] = {"api_calls": staging.api_calls_frame(spent)}
+        if settled:
+            first = rows[0]
+            frames["recalls"] = staging.recalls_frame([(r["vin"], pool, at) for r in settled], matched_by="model")
+            frames["recall_checks"] = pl.DataFrame(
+                [{"vin": r["vin"], "checked_via": "model", "batch_id": None, "has_recalls": True,
+                  "recall_count": r["recall_count"], "campaigns_listed": True, "fetched_at": at} for r in settled],
+                schema=staging.RECALL_CHECK_SCHEMA, orient="row",
+            )
+            frames["raw_responses"] = staging.raw_responses_frame([{
+                "dataset": "recalls", "vin": None, "batch_id": None, "endpoint": "recalls-ymm",
+                "request_params": {"year": first["year"], "make": first["make"], "model": first["model"]},
+                "status": 200, "body": listing.raw, "fetched_at": at}])
+        if spent or settled:
+            db.land_chunk(frames, run_id)
+        outcome.calls += len(spent)
+        outcome.units += units
+        outcome.by_model += len(settled)
+        settled_vins = {r["vin"] for r in settled}
+        leftovers.extend(r for r in rows if r["vin"] not in settled_vins)
+        if on_progress:
+            on_progress(len(settled))
 
-    first = rows[0]
-    async with AsyncVehicleDataClient(settings, on_call=observe) as client:
-        try:
-            listing = await stops.call(api, lambda: client.recalls_by_model(first["year"], first["make"], first["model"]),
-                                       lambda held: leave.__setitem__(0, held))
-            pool = listing.data.recalls
-        except STOPPING_ERRORS as exc:
-            outcome.stop_reason = f"{exc.status} {exc.message}"
-            pool = None
-        except Stopped as exc:
-            outcome.stop_reason = exc.reason
-            pool = None
-        except e.VehicleDataError:
-            pool = None  # not enabled, not found, or failing: the per-VIN route still works
-    spent = sum(r.units for _, r, _, _ in calls)
-    budget.settle(1, spent)
-    at = _now()
-    settled = [r for r in rows if pool is not None and r["recall_count"] == len(pool)]
-    frames: dict[str, pl.DataFrame] = {"api_calls": staging.api_calls_frame(calls)}
-    if settled:
-        frames["recalls"] = staging.recalls_frame([(r["vin"], pool, at) for r in settled], matched_by="model")
-        frames["recall_checks"] = pl.DataFrame(
-            [{"vin": r["vin"], "checked_via": "model", "batch_id": None, "has_recalls": True,
-              "recall_count": r["recall_count"], "campaigns_listed": True, "fetched_at": at} for r in settled],
-            schema=staging.RECALL_CHECK_SCHEMA, orient="row",
-        )
-        frames["raw_responses"] = staging.raw_responses_frame([{
-            "dataset": "recalls", "vin": None, "batch_id": None, "endpoint": "recalls-ymm",
-            "request_params": {"year": first["year"], "make": first["make"], "model": first["model"]},
-            "status": 200, "body": listing.raw, "fetched_at": at}])
-    db.land_chunk(frames, run_id)
-    outcome.calls += len(calls)
-    outcome.units += spent
-    outcome.by_model += len(settled)
-    settled_vins = {r["vin"] for r in settled}
-    return [r for r in rows if r["vin"] not in settled_vins]
+    def stopped(job: Job[list[dict[str, Any]]], reason: str) -> None:
+        outcome.stop_reason = outcome.stop_reason or reason
+        settle(job, None, None)
+
+    async def attempt(job: Job[list[dict[str, Any]]], leave: Pass) -> None:
+        if id(job) not in reserved:
+            if not budget.reserve(1):
+                scheduler.halt(MAX_UNITS)
+                stopped(job, MAX_UNITS)
+                return
+            reserved.add(id(job))
+        spent = calls.setdefault(id(job), [])
+
+        def observe(record: CallRecord) -> None:
+            spent.append((uuid.uuid4().hex, record, _now(), None))
+            stops.observe(record.endpoint, record.status)
+            leave.answered(record.status)
+
+        first = job.item[0]
+        pool = listing = None
+        async with AsyncVehicleDataClient(settings, on_call=observe) as client:
+            try:
+                listing = await client.recalls_by_model(first["year"], first["make"], first["model"])
+                pool = listing.data.recalls
+            except STOPPING_ERRORS as exc:
+                outcome.stop_reason = outcome.stop_reason or stops.refuse(api, exc)
+            except e.VehicleDataError:
+                pass  # not enabled, not found, or failing: the per-VIN route still works
+        settle(job, pool, listing)
+
+    scheduler.add(Job(rows) for rows in groups)
+    await scheduler.run(attempt, stopped)
+    return leftovers
 
 
 def _now() -> datetime:

@@ -196,13 +196,14 @@ def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str |
     assert due_path is not None  # the plan's path, None only for a dataset with nothing due (so no chunk)
     rows = read_slice(due_path, offset, length)
     reporter = progress.current()
-    with fetch_turn(run_id, dataset):
+    with fetch_turn(run_id, dataset) as lane:  # retries still waiting may be handed to the next chunk
         settings = Settings.from_env()
         with AnswerJournal.create(answers_dir(staging_dir(db_path, run_id)), run_id, dataset,
                                   secrets=(settings.api_key or "",)) as journal:
             result = asyncio.run(fetch_chunk(
                 dataset, rows, settings=settings, concurrency=concurrency, budget=Budget(budget_left),
                 stops=stops.for_run(run_id), on_progress=lambda n: reporter.advance(dataset, n), journal=journal,
+                lane=lane,
             ))
     if result.calls or result.failed:
         with open_database(db_path) as db:

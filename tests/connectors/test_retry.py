@@ -168,3 +168,66 @@ async def test_every_call_gets_its_own_idempotency_key(scripted):
     await h.client.specs(VIN)
     first, second = (r.headers.get("Idempotency-Key") for r in h.script.requests)
     assert first and second and first != second
+
+
+# --- a call run by a scheduler: its retries wait in the scheduler's queue, not in the client ------------
+
+
+async def test_a_scheduled_call_hands_its_wait_back_instead_of_sleeping(scripted):
+    """Under `scheduled`, a retryable failure raises `RetryLater` with the server's wait; nothing sleeps.
+
+    Sent again under the same `CallAttempts`, it is the same call: same Idempotency-Key, attempts counted
+    on, the retry budget spent so far kept, so the policy's maximum holds across the queue.
+    """
+    from connectors.retry import CallAttempts, RetryLater, scheduled
+
+    busy = fail(503, retryable=True)
+    busy.headers["Retry-After"] = "60"
+    ok = reply(200, {"success": True, "attributes": {"make": "Honda"}})
+    h = scripted(busy, ok, policy=POLICY)
+    attempts = CallAttempts()
+    with scheduled(attempts), pytest.raises(RetryLater) as later:
+        await h.client.specs(VIN)
+    assert later.value.delay == 60.0 and isinstance(later.value.error, e.ServiceUnavailableError)
+    assert h.sleeps == [] and h.attempts == 1
+    with scheduled(attempts):
+        result = await h.client.specs(VIN)
+    assert result.attributes.make == "Honda"
+    keys = [r.headers["Idempotency-Key"] for r in h.script.requests]
+    assert keys[0] and keys == [keys[0]] * 2
+    assert [(c.attempt, c.will_retry, c.status) for c in h.calls] == [(1, True, 503), (2, False, 200)]
+    assert attempts.attempts == 2
+
+    # The maximum: 1 + max_retries attempts, then the error itself.
+    h = scripted(busy, policy=POLICY)
+    attempts = CallAttempts()
+    for _ in range(POLICY.max_retries):
+        with scheduled(attempts), pytest.raises(RetryLater):
+            await h.client.specs(VIN)
+    with scheduled(attempts), pytest.raises(e.ServiceUnavailableError):
+        await h.client.specs(VIN)
+    assert h.attempts == 1 + POLICY.max_retries and h.sleeps == []
+    assert [c.attempt for c in h.calls] == list(range(1, 2 + POLICY.max_retries))
+    assert len({r.headers["Idempotency-Key"] for r in h.script.requests}) == 1
+    # Two calls are two keys, whatever the scheduler.
+    with scheduled(CallAttempts()), pytest.raises(RetryLater):
+        await h.client.specs(VIN)
+    assert h.script.requests[-1].headers["Idempotency-Key"] != keys[0]
+
+
+async def test_a_wait_in_place_ends_when_its_caller_says_stop(scripted):
+    """Outside a scheduler the client waits out Retry-After itself; a stop ends that wait within a step."""
+    import asyncio
+
+    from connectors.retry import RetryAbandoned, waits_end_when
+
+    busy = fail(503, retryable=True)
+    busy.headers["Retry-After"] = "60"
+    h = scripted(busy, policy=POLICY)
+    h.client._sleep = asyncio.sleep  # real waits, in steps
+    reason: list[str] = []
+    asyncio.get_running_loop().call_later(0.2, reason.append, "cancelled")
+    with waits_end_when(lambda: reason[0] if reason else None), pytest.raises(RetryAbandoned) as abandoned:
+        await asyncio.wait_for(h.client.specs(VIN), 10)  # 60 s if the stop went unnoticed
+    assert abandoned.value.reason == "cancelled" and isinstance(abandoned.value.error, e.ServiceUnavailableError)
+    assert h.attempts == 1

@@ -7,8 +7,11 @@ failed with a reason (`failures`), or counted pending in `run_datasets`. The san
 matches the run's `api_calls` call for call, and in it no attempt follows a final answer (4xx, CV-001)
 or goes past its retry budget. A second run with faults off lands the rest and never calls again for
 what already landed. A plan gate (403) and a quota (429) stop their endpoint, leaving VINs pending.
-Below the flow: the transport resends nothing on its own, and an answer of the wrong shape fails
-only its VIN. tests/bench/test_fault_soak.py runs the same checks on 3,000 VINs.
+Those tests shorten Retry-After to stay fast; one keeps the spec's full `Retry-After: 60` on a few
+VINs and one call slot, to see in the sandbox's journal that the slot served other VINs while a
+retry waited. Below the flow: the transport resends nothing on its own, and an answer of the wrong
+shape fails only its VIN. tests/bench/test_fault_soak.py runs the same checks on 3,000 VINs, and
+tests/bench/test_fault_bench.py times a 1,000-VIN refresh with the full Retry-After.
 """
 
 from __future__ import annotations
@@ -258,6 +261,33 @@ def test_a_refusal_is_final_and_stops_the_endpoint(service, fleet_file, db_path,
     submits = [call["status"] for call in journal if call["endpoint"] == "/v1/recalls-batch/submit"]
     assert submits and submits[-1] == 429 and submits.count(429) == 1, submits
     assert all(status is None or status >= 500 for status in submits[:-1]), submits
+
+
+@pytest.mark.usefixtures("prefect_server")
+def test_with_the_full_retry_after_a_waiting_vin_holds_no_slot(service, fleet_file, db_path):
+    """The spec's `Retry-After: 60`, not shortened, and one call slot (`concurrency=1`).
+
+    The seed makes the 1st and 3rd of six VINs' first calls answer 503 (and nothing else fail), so the
+    test waits one Retry-After, not minutes. Each waiting VIN's retry comes after the other VINs were
+    served by the only slot, and every VIN lands: none is lost, none failed.
+    """
+    sandbox = service(KEY)
+    vins = set(pl.read_csv(fleet := fleet_file(6), infer_schema=False)["vin"])
+    sandbox.set_faults(FaultConfig(rate=0.3, statuses=[503], seed=31))  # retry_after_seconds: the spec's 60
+    sandbox.record_journal(True)
+    result = refresh_fleet([fleet], db=db_path, lake=None, datasets=["specs"], concurrency=1)
+    journal = [(c["vin"], c["status"]) for c in sandbox.journal() if c["endpoint"] == "/specs"]
+    waited = [vin for vin, status in journal if status == 503]
+    assert waited, journal  # the seed gave 503s
+    for vin in waited:
+        first, retry = journal.index((vin, 503)), journal.index((vin, 200))
+        served_meanwhile = {v for v, status in journal[first + 1 : retry] if status == 200}
+        assert served_meanwhile - {vin}, (vin, journal)  # the slot served others while this VIN waited
+    assert {v for v, status in journal if status == 200} == vins
+    assert result["datasets"]["specs"]["found"] + result["datasets"]["specs"]["no_data"] == len(vins)
+    with reader(db_path) as read:
+        assert {v for (v,) in read(db_path, "SELECT vin FROM fetch_status WHERE dataset = 'specs'")} == vins
+        assert_every_attempt_was_decided(sandbox.journal(), read, db_path, result["run_id"])
 
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
