@@ -91,9 +91,10 @@ class BaseClient:
         # `auto_recharge_pending` above all) is then "the same request" and cannot pay twice.
         # A scheduled call keeps its key, attempt count and retries spent between its turns in the queue.
         call = scheduled_call()
+        key = (call.idempotency_key if call else None) or idempotency_key or uuid.uuid4().hex
         if call is not None:
-            call.idempotency_key = call.idempotency_key or idempotency_key or uuid.uuid4().hex
-        headers["Idempotency-Key"] = call.idempotency_key if call else (idempotency_key or uuid.uuid4().hex)
+            call.idempotency_key = key
+        headers["Idempotency-Key"] = key
         policy = self.settings.retry
         attempt = call.attempts if call else 0
         retries: dict[str, int] = call.retries if call else {}

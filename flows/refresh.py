@@ -136,7 +136,7 @@ def refresh_fleet(
         if not parallel:
             budget = record_batch(summary, batch.result(), budget)
         elif recall_details_by == "vin":  # per-VIN campaign lookups need only the batch: beside the other datasets
-            details = recall_details.submit(db, run_id, None, concurrency, recall_details_by, wait_for=[batch])
+            details = recall_details.submit(db, run_id, None, concurrency, recall_details_by, wait_for=[batch])  # type: ignore[call-overload]
 
     lanes = {d: deque(plan.datasets[d].chunks(chunk_size)) for d in ORDER if d in plan.datasets and d != "recalls"}
     if parallel:

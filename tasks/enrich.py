@@ -161,8 +161,8 @@ async def fetch_chunk(
     stops = stops or Stops()
     jobs: list[Job[Mapping[str, Any]]] = [*(lane.adopt() if lane else ()), *(Job(row) for row in rows)]
     per_call = estimate_units(endpoint, spec.request(jobs[0].item) if jobs else {})
-    if stopped := stops.reason(api, endpoint):  # refused or paused earlier in the run: call nothing
-        return ChunkResult(dataset, pending=[j.item["vin"] for j in jobs], stop_reason=stopped)
+    if stopped_before := stops.reason(api, endpoint):  # refused or paused earlier in the run: call nothing
+        return ChunkResult(dataset, pending=[j.item["vin"] for j in jobs], stop_reason=stopped_before)
 
     units_by_vin: dict[str, int] = {}
     reserved: set[str] = set()  # VINs whose units this chunk holds in the budget

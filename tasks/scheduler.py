@@ -112,10 +112,10 @@ class Scheduler(Generic[T]):
             self._changed.clear()  # before looking: a change from now on wakes the wait below
             reason = self._halted or self.stops.reason(self.api, self.endpoint)
             if reason:
-                for job in self._drain():
-                    stopped(job, reason)
+                for drained in self._drain():
+                    stopped(drained, reason)
             now = self._clock()
-            job = None
+            job: Job[T] | None = None
             if self._ready:
                 job = self._ready.popleft()
             elif self._waiting and self._waiting[0][0] <= now:
