@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import httpx
 
@@ -22,6 +22,7 @@ from .retry import parse_retry_after
 from .transport import open_session
 
 log = logging.getLogger("connectors.client")
+INTERRUPT_POLL = 0.25  # seconds between two looks at `interrupt` while waiting to retry
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,14 @@ class BaseClient:
         *,
         on_call: CallObserver | None = None,
         http_transport: httpx.AsyncBaseTransport | None = None,
+        interrupt: Callable[[], bool] | None = None,
         **overrides: Any,
     ) -> None:
-        """`on_call` sees every attempt (for counting cost); `http_transport` replaces the pool (tests)."""
+        """`on_call` sees every attempt (for counting cost); `http_transport` replaces the pool (tests).
+
+        `interrupt`: asked while waiting to retry (every INTERRUPT_POLL s); True ends the wait and the call
+        raises the error it would have retried (a run being stopped must not sit out a 60 s Retry-After).
+        """
         settings = settings or Settings.from_env()
         if overrides:
             settings = replace(settings, **overrides)
@@ -52,6 +58,7 @@ class BaseClient:
         self._http = open_session(settings, self._clean, http_transport)
         self._on_call = on_call
         self._sleep = asyncio.sleep  # replaced in tests that count backoff without waiting
+        self._interrupt = interrupt
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.settings.base_url!r})"
@@ -115,7 +122,21 @@ class BaseClient:
             retries[budget] = retries.get(budget, 0) + 1
             delay = policy.delay(retries[budget], getattr(error, "retry_after", None))
             log.debug("retrying %s after %s (attempt %d) in %.2fs", ep.name, type(error).__name__, attempt, delay)
-            await self._sleep(delay)
+            if await self._wait(delay):
+                raise error
+
+    async def _wait(self, seconds: float) -> bool:
+        """Wait `seconds` before a retry; True, early, when `interrupt` says stop."""
+        if self._interrupt is None:
+            await self._sleep(seconds)
+            return False
+        end = time.monotonic() + seconds
+        while not self._interrupt():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            await self._sleep(min(INTERRUPT_POLL, left))
+        return True
 
     async def _send_once(self, ep: Endpoint, query: dict[str, str], headers: dict[str, str], body: Any) -> Answer:
         response = await self._http.send(ep.method, ep.path, query, headers, body, ep.name)
