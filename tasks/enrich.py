@@ -180,7 +180,8 @@ async def fetch_chunk(
     for row in rows:
         queue.put_nowait(row)
 
-    async with AsyncVehicleDataClient(settings, on_call=observe) as client:
+    # A stop (a refusal, a cancellation) also ends a retry's wait: that VIN stays pending, not failed.
+    async with AsyncVehicleDataClient(settings, on_call=observe, interrupt=lambda: stops.stopping(api)) as client:
 
         async def worker() -> None:
             while not queue.empty():
@@ -216,8 +217,13 @@ async def fetch_chunk(
                     result.pending.append(vin)
                     settled(vin, "pending", _now(), message=f"{exc.status} {exc.message}")
                 except e.VehicleDataError as exc:
-                    result.failed.append(failure := _failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
-                    settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
+                    if exc.retryable and (reason := stops.reason(api)):  # its retry was cut short by the stop
+                        result.stop_reason = result.stop_reason or reason
+                        result.pending.append(vin)
+                        settled(vin, "pending", _now(), message=exc.message)
+                    else:
+                        result.failed.append(failure := _failure(vin, dataset, exc, attempts_by_vin.get(vin, 1)))
+                        settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
                 finally:
                     passes.pop(vin).release()
                     if vin in settling:  # no answer settled it (an unexpected error): still a call paid for

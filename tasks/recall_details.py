@@ -122,7 +122,7 @@ async def _by_model(db, run_id, rows, settings, budget, outcome, stops) -> list[
             leave[0].answered(record.status)
 
     first = rows[0]
-    async with AsyncVehicleDataClient(settings, on_call=observe) as client:
+    async with AsyncVehicleDataClient(settings, on_call=observe, interrupt=lambda: stops.stopping(api)) as client:
         try:
             listing = await stops.call(api, lambda: client.recalls_by_model(first["year"], first["make"], first["model"]),
                                        lambda held: leave.__setitem__(0, held))
