@@ -27,7 +27,6 @@ from typing import Any
 import duckdb
 import polars as pl
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from .failpoints import failpoint
@@ -426,6 +425,8 @@ class Database:
             shutil.rmtree(staging, ignore_errors=True)
             partitions = EXPORT_TABLES[table]
             if partitions and data.num_rows:
+                import pyarrow.dataset as pads  # here: it imports pandas, 0.3 s of CPU every command would pay
+
                 pads.write_dataset(
                     data,
                     staging,
