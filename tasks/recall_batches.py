@@ -191,7 +191,7 @@ async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url,
             return None
         # Maybe accepted, maybe not: the ledger keeps the pending entry and its key, and the next run
         # resubmits it (free if it went through).
-        outcome.stop_reason = outcome.stop_reason or f"submit failed: {exc}"
+        outcome.stop_reason = outcome.stop_reason or stops.reason(API) or f"submit failed: {exc}"
         outcome.pending += len(vins)
         _land_calls(db, run_id, calls, outcome)
         return None
@@ -273,7 +273,7 @@ async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, 
         return False
     except (e.VehicleDataError, TimeoutError) as exc:
         # Still in the ledger as unfinished: the next run polls it again instead of resubmitting.
-        outcome.stop_reason = outcome.stop_reason or f"batch {job.batchId} not finished: {exc}"
+        outcome.stop_reason = outcome.stop_reason or stops.reason(API) or f"batch {job.batchId} not finished: {exc}"
         outcome.pending += len(vins)
         _land_calls(db, run_id, calls, outcome)
         return False
