@@ -169,3 +169,36 @@ def test_a_second_signal_stops_at_once(faulty_sandbox, fleet, tmp_path):
     while not all(map(_gone, started)):
         assert time.monotonic() < deadline, [p.pid for p in started if not _gone(p)]
         time.sleep(0.2)
+
+
+def test_a_signal_while_prefect_starts_ends_the_command_having_called_nothing(faulty_sandbox, fleet, tmp_path):
+    db = tmp_path / "fleet.duckdb"
+    run = _start("cli", fleet, db, "stop_early", faulty_sandbox, tmp_path / "prefect-home")
+    log = tmp_path / "run.log"
+    started: set[psutil.Process] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while "starting Prefect" not in log.read_text():  # the plan is printed, Prefect's server is starting
+            assert run.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the command never started Prefect"
+            time.sleep(0.05)
+        started.update(psutil.Process(run.pid).children(recursive=True))
+        os.kill(run.pid, signal.SIGTERM)
+        try:
+            run.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("still running 30 s after SIGTERM")
+    finally:
+        try:
+            os.killpg(run.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert run.returncode == CANCELLED, log.read_text()[-3000:]
+    assert "nothing was called" in log.read_text() and "Traceback" not in log.read_text()
+    assert not [c for c in faulty_sandbox.journal() if c["key"] == "stop_early"]
+    with open_database(str(db)) as store:
+        assert store.sql("SELECT count(*) FROM runs").item() == 0
+    deadline = time.monotonic() + 20
+    while not all(map(_gone, started)):
+        assert time.monotonic() < deadline, [p.pid for p in started if not _gone(p)]
+        time.sleep(0.2)
