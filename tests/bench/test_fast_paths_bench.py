@@ -81,8 +81,8 @@ def test_fast_paths(tmp_path):
         "fleet backfill --reparse, nothing stored": (
             ["backfill", "--reparse", "--db", str(db), "--lake", ""], "nothing to do"),
     }
-    lines = [f"\nfast paths ({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-             f"{datetime.now(UTC):%Y-%m-%d}; median of 3 runs, each its own process):"]
+    lines = [(f"\nfast paths ({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+              f"{datetime.now(UTC):%Y-%m-%d}; median of 3 runs, each its own process):")]
     for name, (argv, expect) in cases.items():
         wall, cpu = _measure(argv, expect)
         lines.append(f"  {name:<60} {wall:5.2f} s wall {cpu:5.2f} s CPU")
