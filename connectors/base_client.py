@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Self
+from typing import Any, Callable, Mapping, Self
 
 import httpx
 
@@ -18,10 +18,11 @@ from .calls import CallObserver, CallRecord
 from .config import Settings
 from .endpoints import ENDPOINTS, Endpoint
 from .redact import guard_loggers, redact_echo, redact_text
-from .retry import WAIT_STEP, RetryAbandoned, RetryLater, parse_retry_after, scheduled_call, stop_check
+from .retry import RetryAbandoned, RetryLater, parse_retry_after, scheduled_call, stop_check
 from .transport import open_session
 
 log = logging.getLogger("connectors.client")
+INTERRUPT_POLL = 0.25  # seconds between two looks at `interrupt` while waiting to retry
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,14 @@ class BaseClient:
         *,
         on_call: CallObserver | None = None,
         http_transport: httpx.AsyncBaseTransport | None = None,
+        interrupt: Callable[[], bool] | None = None,
         **overrides: Any,
     ) -> None:
-        """`on_call` sees every attempt (for counting cost); `http_transport` replaces the pool (tests)."""
+        """`on_call` sees every attempt (for counting cost); `http_transport` replaces the pool (tests).
+
+        `interrupt`: asked while waiting to retry (every INTERRUPT_POLL s); True ends the wait and the call
+        raises the error it would have retried (a run being stopped must not sit out a 60 s Retry-After).
+        """
         settings = settings or Settings.from_env()
         if overrides:
             settings = replace(settings, **overrides)
@@ -52,6 +58,7 @@ class BaseClient:
         self._http = open_session(settings, self._clean, http_transport)
         self._on_call = on_call
         self._sleep = asyncio.sleep  # replaced in tests that count backoff without waiting
+        self._interrupt = interrupt
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.settings.base_url!r})"
@@ -128,18 +135,22 @@ class BaseClient:
             await self._wait(delay, error)
 
     async def _wait(self, delay: float, error: errors.VehicleDataError) -> None:
-        """Wait before a retry; inside `waits_end_when`, give up as soon as a stop is named."""
+        """Wait before a retry, ending early when the run stops: inside `waits_end_when`, with
+        `RetryAbandoned` once a stop is named; with an `interrupt` that says stop, with the error itself."""
         check = stop_check()
-        if check is None:
+        if check is None and self._interrupt is None:
             await self._sleep(delay)
             return
         deadline = time.monotonic() + delay
-        while (reason := check()) is None:
+        while True:
+            if check is not None and (reason := check()) is not None:
+                raise RetryAbandoned(reason, error)
+            if self._interrupt is not None and self._interrupt():
+                raise error
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            await self._sleep(min(WAIT_STEP, left))
-        raise RetryAbandoned(reason, error)
+            await self._sleep(min(INTERRUPT_POLL, left))
 
     async def _send_once(self, ep: Endpoint, query: dict[str, str], headers: dict[str, str], body: Any) -> Answer:
         response = await self._http.send(ep.method, ep.path, query, headers, body, ep.name)

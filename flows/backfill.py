@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 from pathlib import Path
 from typing import Any, TypedDict
 
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
 
+from .exitcodes import CANCELLED
 from .locking import add_wait_flag, hold_or_refuse
 from .outcome import exit_code
 from .target import service_settings
@@ -47,13 +49,14 @@ def __getattr__(name: str) -> Any:
     from prefect import flow
 
     from tasks.session import holds_run_lock
+    from tasks.signals import cancellable
 
     from .naming import as_flow_run, records_failure, run_name
 
     kind = "reparse" if name == "reparse_raw_responses" else "backfill"
     # Named after its run id, tagged, linked, recorded `failed` if it raises: as the refresh (flows/naming.py).
     built = flow(**_FLOWS[name], flow_run_name=run_name)(
-        as_flow_run(holds_run_lock(kind)(records_failure(globals()[f"_{name}"])), needs_key=kind == "backfill"))
+        as_flow_run(holds_run_lock(kind)(records_failure(cancellable(globals()[f"_{name}"]))), needs_key=kind == "backfill"))
     globals()[name] = built
     return built
 
@@ -77,6 +80,8 @@ def _backfill_fleet(
     from tasks.plan import Plan
     from tasks.refresh import fetch_dataset_chunk, finish_refresh
 
+    from tasks.signals import cancelled
+    from tasks.stops import CANCELLED
     from tasks.summary import budget_left, final_status, record_chunk, start_summary
 
     from .refresh import ORDER, new_run_id
@@ -96,8 +101,9 @@ def _backfill_fleet(
     for dataset in (d for d in ORDER if d in plan.datasets):
         due, counts = plan.datasets[dataset], summary["datasets"][dataset]
         for offset, length in due.chunks(chunk_size):
-            if counts["stop_reason"]:
+            if counts["stop_reason"] or cancelled(run_id):
                 counts["pending"] += length
+                counts["stop_reason"] = counts["stop_reason"] or CANCELLED
                 continue
             result = fetch_dataset_chunk(db, run_id, FETCHED_AS.get(dataset, dataset), due.path, offset, length,
                                          concurrency, budget)
@@ -105,7 +111,7 @@ def _backfill_fleet(
     if "recalls" in plan.datasets and plan.datasets["recalls"].due:
         record_recall_checks(db, run_id)
 
-    final_status(summary)
+    final_status(summary, cancelled=cancelled(run_id))
     return finish_refresh(db, run_id, summary, lake)
 
 
@@ -119,7 +125,7 @@ def _reparse_raw_responses(
     """Rebuild the tables of `datasets` from stored raw answers (after a model or schema change); no HTTP call."""
     from tasks.backfill import reparse_chunk, start_reparse
     from tasks.refresh import finish_refresh
-
+    from tasks.signals import cancelled
     from tasks.summary import add_counts
 
     from .refresh import new_run_id
@@ -133,9 +139,12 @@ def _reparse_raw_responses(
     }
     skipped = 0
     for dataset in chosen:
-        counts = {"roster": held[dataset], "skipped_fresh": 0, "planned": held[dataset], "estimated_units": 0,
+        counts: dict[str, Any] = {"roster": held[dataset], "skipped_fresh": 0, "planned": held[dataset], "estimated_units": 0,
                   "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "stop_reason": None}
         for offset in range(0, held[dataset], chunk_size):
+            if cancelled(run_id):  # what is re-parsed stays; the rest keeps its rows as they were
+                counts["pending"] += min(chunk_size, held[dataset] - offset)
+                continue
             parsed = reparse_chunk(db, dataset, offset, min(chunk_size, held[dataset] - offset))
             add_counts(counts, found=parsed["found"], no_data=parsed["skipped"], failed=parsed["failed"])
             skipped += parsed["skipped"]
@@ -144,7 +153,7 @@ def _reparse_raw_responses(
         summary["message"] = (f"{skipped} stored answers not re-parsed (model-wide recall listings: "
                               "which VINs they settled is not part of the answer)")
     failed = sum(d["failed"] for d in summary["datasets"].values())
-    summary["status"] = "partial" if failed else "completed"
+    summary["status"] = "cancelled" if cancelled(run_id) else "partial" if failed else "completed"
     return finish_refresh(db, run_id, summary, lake)
 
 
@@ -204,17 +213,19 @@ def run_backfill(args: argparse.Namespace) -> int:
 
 def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None, run_id: str) -> int:
     from tasks import progress
-    from tasks.backfill import check_vins, read_vins_file
+    from tasks.signals import RunCancelled, cancel_on_signals
     from tasks.storage import DatabaseError, open_database
     from tasks.summary import report
 
     vins = None
     try:
-        given = [v for item in args.vins for v in item.split(",") if v.strip()]
-        if args.vins_file:
-            given = read_vins_file(args.vins_file)
         with open_database(args.db) as db:
             if args.vins or args.vins_file:
+                from tasks.backfill import check_vins, read_vins_file  # imports Prefect: a flow will run
+
+                given = [v for item in args.vins for v in item.split(",") if v.strip()]
+                if args.vins_file:
+                    given = read_vins_file(args.vins_file)
                 vins, refused = check_vins(db, given)
                 if refused:
                     return _fail("not on the roster and not valid VINs: "
@@ -223,36 +234,73 @@ def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None,
                     return _fail("no VINs given")
             if args.failures_of and not db.query("run_started_at", run_id=args.failures_of).height:
                 return _fail(f"no run {args.failures_of!r} in {args.db}")
+            idle = _nothing_to_do(db, args, datasets)
     except (ValueError, DatabaseError) as exc:
         return _fail(str(exc))
-
-    from .processes import start_prefect_server
+    if idle:  # answered without a service, a flow or Prefect, and recorded as no run
+        if args.json:
+            print(json.dumps({"kind": "reparse" if args.reparse else "backfill", "status": "nothing to do",
+                              "message": idle, "calls": 0, "units": 0}, indent=2))
+        else:
+            print(f"nothing to do: {idle}")
+        return 0
 
     bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
     try:
-        # Re-parsing calls nothing, so it needs no service (and starts no sandbox).
-        target = contextlib.nullcontext() if args.reparse else service_settings()
-        with target, (bars or contextlib.nullcontext()):
-            start_prefect_server()  # Prefect's temporary server, as a child that dies with this command
-            if bars:
-                progress.use(bars)
-            flows = sys.modules[__name__]
-            if args.reparse:
-                summary = flows.reparse_raw_responses(args.db, datasets, lake=args.lake or None, chunk_size=args.chunk_size,
-                                                      run_id=run_id)
-            else:
-                summary = flows.backfill_fleet(
-                    args.db, args.lake or None, datasets, vins=None if args.vins_file else vins,
-                    vins_file=str(Path(args.vins_file).resolve()) if args.vins_file else None, failures_of=args.failures_of,
-                    all_failures=args.failures, max_units=args.max_units, chunk_size=args.chunk_size,
-                    concurrency=args.concurrency, run_id=run_id,
-                )
+        with cancel_on_signals(run_id, started=False) as signals:  # before the flow: ends the command at once
+            # Re-parsing calls nothing, so it needs no service (and starts no sandbox).
+            target = contextlib.nullcontext() if args.reparse else service_settings()
+            with target:
+                from .commands import start_prefect
+
+                start_prefect()
+                signals.started = True
+                with bars or contextlib.nullcontext():
+                    if bars:
+                        progress.use(bars)
+                    flows = sys.modules[__name__]
+                    if args.reparse:
+                        summary = flows.reparse_raw_responses(args.db, datasets, lake=args.lake or None,
+                                                              chunk_size=args.chunk_size, run_id=run_id)
+                    else:
+                        summary = flows.backfill_fleet(
+                            args.db, args.lake or None, datasets, vins=None if args.vins_file else vins,
+                            vins_file=str(Path(args.vins_file).resolve()) if args.vins_file else None,
+                            failures_of=args.failures_of, all_failures=args.failures, max_units=args.max_units,
+                            chunk_size=args.chunk_size, concurrency=args.concurrency, run_id=run_id,
+                        )
+    except RunCancelled as exc:
+        print(f"cancelled: {exc}", file=sys.stderr)
+        return CANCELLED
     except (DatabaseError, ValueError) as exc:
         return _fail(str(exc))
     finally:
         progress.use(progress.Silent())
     report(summary, args.json)
     return exit_code(summary)
+
+
+def _nothing_to_do(db: Any, args: argparse.Namespace, datasets: list[str] | None) -> str | None:
+    """Why a backfill of failures, or a re-parse, has nothing to do (None when it has something).
+
+    The same queries the flows plan with (`failed_vins`, `raw_response_counts`). Answers a killed run
+    left in its journals could hold failures: while any wait to land, the flow runs (and lands them).
+    """
+    from tasks.journal import leftover_journals
+
+    if next(leftover_journals(Path(args.db).resolve().parent / "staging"), None) is not None:
+        return None  # the staging folder of tasks/refresh.py `staging_dir`
+    if args.reparse:
+        held = dict(db.query("raw_response_counts").iter_rows())
+        if any(held.get(d) for d in datasets or REPARSE_DATASETS):
+            return None
+        return f"no stored answers of {', '.join(datasets or REPARSE_DATASETS)} to re-parse in {args.db}"
+    if args.failures or args.failures_of:
+        if db.query("failed_vins", run_id=args.failures_of, datasets=list(datasets or ALL_DATASETS)).height:
+            return None
+        of = f"run {args.failures_of}" if args.failures_of else "any run"
+        return f"no open failures of {of} in {args.db}" + (f" for {', '.join(datasets)}" if datasets else "")
+    return None
 
 
 def _fail(message: str) -> int:

@@ -5,13 +5,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
 from tasks.recall_batches import MAX_BATCH_VINS
 
 from .checks import CommandError, check_refresh
 from .defaults import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE
+from .exitcodes import CANCELLED
+
+if TYPE_CHECKING:
+    from tasks import progress
+    from tasks.ingest import IngestResult
+
 from .locking import add_wait_flag, hold_or_refuse
 from .outcome import exit_code
 from .target import service_settings
@@ -64,46 +70,110 @@ def run_refresh(args: argparse.Namespace) -> int:
         # Refuse unusable files here, in a second, rather than after the sandbox and Prefect have
         # started, where the refusal would also come wrapped in Prefect's task-failure tracebacks.
         # Reading twice costs about 2 s per million rows, small beside any refresh that calls.
-        read_fleet(args.paths, vin_column=args.vin_column)
+        fleet = read_fleet(args.paths, vin_column=args.vin_column)
     except FleetFileError as exc:
         raise CommandError(str(exc)) from None
-    # One run at a time: taken before the sandbox or Prefect start, so a refused run costs nothing.
     from tasks.session import new_run_id
 
+    if args.dry_run:  # needs no lock, no service and no Prefect: the plan, from the published database read-only
+        return _dry_run(args, fleet, datasets, freshness, new_run_id())
+    # One run at a time: taken before the sandbox or Prefect start, so a refused run costs nothing.
     run_id = new_run_id()
     session = hold_or_refuse(args.db, run_id, "refresh", args.wait)
     if isinstance(session, int):
         return session
     with session:
-        return _refresh_holding_lock(args, datasets, freshness, run_id)
+        return _refresh_holding_lock(args, datasets, freshness, run_id, fleet)
 
 
-def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshness: dict[str, str],
-                          run_id: str) -> int:
-    from tasks import progress
-    from tasks.ingest import FleetFileError
+def _dry_run(args: argparse.Namespace, fleet: IngestResult, datasets: list[str], freshness: dict[str, str],
+             run_id: str) -> int:
+    from tasks.preview import preview_refresh
     from tasks.storage import DatabaseError
     from tasks.summary import report
 
-    from .processes import start_prefect_server
-    from .refresh import refresh_fleet  # imports Prefect: only once the files are known to be usable
+    try:
+        preview = preview_refresh(fleet, args.db, run_id, datasets, force=args.force, freshness=freshness or None,
+                                  plates=args.plates, max_units=args.max_units)
+    except (DatabaseError, ValueError) as exc:
+        raise CommandError(str(exc)) from None
+    if not args.json:
+        print(preview.plan, file=sys.stderr)
+    report(preview.summary, args.json)
+    return exit_code(preview.summary)
+
+
+def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshness: dict[str, str],
+                          run_id: str, fleet: IngestResult) -> int:
+    from tasks import progress
+    from tasks.ingest import FleetFileError
+    from tasks.preview import preview_refresh
+    from tasks.signals import RunCancelled, cancel_on_signals
+    from tasks.storage import DatabaseError
+    from tasks.summary import report
 
     bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
     try:
-        with service_settings(), (bars or contextlib.nullcontext()):
-            start_prefect_server()  # Prefect's temporary server, as a child that dies with this command
-            if bars:
-                progress.use(bars)
-            summary: dict[str, Any] = refresh_fleet(  # type: ignore[assignment]  # as_flow_run hides the type
-                args.paths, db=args.db, lake=args.lake or None, datasets=datasets, max_units=args.max_units,
-                force=args.force, dry_run=args.dry_run, vin_column=args.vin_column, freshness=freshness or None,
-                chunk_size=args.chunk_size, concurrency=args.concurrency, batch_size=args.batch_size,
-                webhook_url=args.webhook_url, webhook_listen=args.webhook_listen, recall_details_by=args.recall_details,
-                plates=args.plates, run_id=run_id, notify=args.notify, value_move=args.value_move,
-            )
+        # A stop signal before the flow starts ends the command at once (nothing called); after, it cancels the run.
+        with cancel_on_signals(run_id, started=False) as signals:
+            # The plan first, from the published database read-only, while nothing has started yet.
+            plan = preview_refresh(fleet, args.db, run_id, datasets, force=args.force, freshness=freshness or None,
+                                   plates=args.plates, max_units=args.max_units).plan
+            if not args.json:
+                print(plan, file=sys.stderr, flush=True)
+            with service_settings():
+                start_prefect()
+                from .refresh import refresh_fleet  # imports Prefect: only once the files are known to be usable
+
+                signals.started = True
+                with bars or contextlib.nullcontext():
+                    if bars:
+                        progress.use(SaidOnce(bars, plan))
+                    summary: dict[str, Any] = refresh_fleet(  # type: ignore[assignment]  # as_flow_run hides the type
+                        args.paths, db=args.db, lake=args.lake or None, datasets=datasets, max_units=args.max_units,
+                        force=args.force, vin_column=args.vin_column, freshness=freshness or None,
+                        chunk_size=args.chunk_size, concurrency=args.concurrency, batch_size=args.batch_size,
+                        webhook_url=args.webhook_url, webhook_listen=args.webhook_listen,
+                        recall_details_by=args.recall_details, plates=args.plates, run_id=run_id,
+                        notify=args.notify, value_move=args.value_move,
+                    )
+    except RunCancelled as exc:
+        print(f"cancelled: {exc}", file=sys.stderr)
+        return CANCELLED
     except (FleetFileError, DatabaseError, ValueError) as exc:
         raise CommandError(str(exc)) from None
     finally:
         progress.use(progress.Silent())
     report(summary, args.json)
     return exit_code(summary)
+
+
+def start_prefect() -> None:
+    """Start Prefect's temporary server (a child that dies with this command), saying so while it starts."""
+    from prefect.settings import PREFECT_API_URL
+
+    from .processes import start_prefect_server
+
+    if PREFECT_API_URL.value():  # a server of its own: nothing to start
+        start_prefect_server()
+        return
+    if sys.stderr.isatty():
+        from rich.console import Console
+
+        with Console(stderr=True).status("starting Prefect…"):
+            start_prefect_server()
+    else:
+        print("starting Prefect…", file=sys.stderr, flush=True)
+        start_prefect_server()
+
+
+class SaidOnce:
+    """A progress reporter that does not say again the plan the command printed before Prefect started."""
+
+    def __init__(self, reporter: progress.Reporter, said: str):
+        self._reporter, self._said = reporter, said
+        self.start, self.advance, self.finish = reporter.start, reporter.advance, reporter.finish
+
+    def say(self, text: str) -> None:
+        if text != self._said:
+            self._reporter.say(text)

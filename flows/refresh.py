@@ -21,7 +21,9 @@ from flows.processes import die_with_parent_process
 
 from tasks.changes import notify_changes
 from tasks.plan import DEFAULT_DATASETS, Plan
+from tasks.stops import CANCELLED
 from tasks.session import holds_run_lock
+from tasks.signals import cancellable, cancelled
 from tasks.summary import (add_counts, budget_left, final_status, record_batch, record_chunk, record_plates, replan,
                            start_summary)
 from tasks.refresh import (
@@ -29,6 +31,7 @@ from tasks.refresh import (
     fetch_dataset_chunk,
     finish_refresh,
     ingest_fleet,
+    plan_dry_run,
     plan_refresh,
     recall_details,
     resolve_plates,
@@ -52,8 +55,9 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], db: str
         counts, chunks = summary["datasets"][dataset], lanes[dataset]
         while chunks and sum(d == dataset for d in running.values()) < CHUNKS_IN_FLIGHT:
             offset, length = chunks.popleft()
-            if counts["stop_reason"]:
+            if counts["stop_reason"] or cancelled(run_id):
                 counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
+                counts["stop_reason"] = counts["stop_reason"] or CANCELLED
                 continue
             running[fetch_dataset_chunk.submit(db, run_id, dataset, plan.datasets[dataset].path, offset, length,
                                                concurrency, None)] = dataset
@@ -73,8 +77,6 @@ def new_run_id() -> str:
 
 @flow(name="fleet-refresh", flow_run_name=run_name, persist_result=False, log_prints=False)
 @as_flow_run  # named after our run_id, tagged with its files and datasets; the key from a Secret block if need be
-@holds_run_lock("refresh")  # one run at a time, also when served or run by a worker
-@records_failure  # a run that raises is recorded `failed`, not left `running`
 def refresh_fleet(
     paths: list[str],
     db: str = DEFAULT_DB,
@@ -96,11 +98,28 @@ def refresh_fleet(
     notify: str | None = None,
     value_move: float = DEFAULT_VALUE_MOVE,
 ) -> dict[str, Any]:
-    """Turn fleet files into fresh tables, calling only for what is stale and never paying twice."""
+    """Turn fleet files into fresh tables, calling only for what is stale and never paying twice.
+
+    A dry run plans against the published database read-only and writes nothing (tasks/preview.py).
+    SIGTERM or SIGINT while it runs cancels it (tasks/signals.py): it ends `cancelled`, nothing lost.
+    """
     die_with_parent_process()  # under `fleet serve`, this runs in a child that must not outlive it
     run_id = run_id or new_run_id()
     datasets = list(datasets or DEFAULT_DATASETS)
-    parameters = {"datasets": datasets, "max_units": max_units, "force": force, "dry_run": dry_run,
+    if dry_run:
+        return plan_dry_run(paths, db, run_id, vin_column, datasets, force, freshness, plates, max_units)
+    return _refresh(paths, db, lake, datasets, max_units, force, vin_column, freshness, chunk_size, concurrency,
+                    batch_size, webhook_url, webhook_listen, run_id, recall_details_by, plates, notify, value_move)
+
+
+@holds_run_lock("refresh")  # one run at a time, also when served or run by a worker
+@records_failure  # a run that raises is recorded `failed`, not left `running`
+@cancellable  # inside the flow run, where Prefect has put its own SIGTERM handler: ours comes after
+def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], max_units: int | None, force: bool,
+             vin_column: str | None, freshness: dict[str, str] | None, chunk_size: int, concurrency: int,
+             batch_size: int, webhook_url: str | None, webhook_listen: str | None, run_id: str,
+             recall_details_by: str, plates: bool, notify: str | None, value_move: float) -> dict[str, Any]:
+    parameters = {"datasets": datasets, "max_units": max_units, "force": force, "dry_run": False,
                   "freshness": freshness, "chunk_size": chunk_size, "batch_size": batch_size,
                   "recall_details_by": recall_details_by, "plates": plates,
                   "value_move": value_move}  # read by the landing's change detection (sql/changes/); never the notify URL
@@ -108,14 +127,12 @@ def refresh_fleet(
     plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness))
     summary = start_summary(run_id, ingest, plan)
 
-    refused = max_units is not None and plan.estimated_units > max_units
-    if refused or dry_run:
+    if max_units is not None and plan.estimated_units > max_units:
         if plan.plates:  # nothing is called: rows waiting for a plate lookup are rejected as not looked up
             record_plates(summary, resolve_plates(db, run_id, plan.plates.path, False, None, concurrency), None)
-        summary["status"] = "refused" if refused else "planned"
-        if refused:
-            summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {max_units}: "
-                                  "nothing was called")
+        summary["status"] = "refused"
+        summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {max_units}: "
+                              "nothing was called")
         return finish_refresh(db, run_id, summary, None)
 
     # Without a budget, the recall batch is processed by the service while per-VIN chunks run, and
@@ -148,8 +165,9 @@ def refresh_fleet(
                     continue
                 offset, length = chunks.popleft()
                 counts = summary["datasets"][dataset]
-                if counts["stop_reason"]:
+                if counts["stop_reason"] or cancelled(run_id):
                     counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
+                    counts["stop_reason"] = counts["stop_reason"] or CANCELLED
                     continue
                 future = fetch_dataset_chunk.submit(db, run_id, dataset, plan.datasets[dataset].path, offset, length,
                                                     concurrency, budget)
@@ -163,7 +181,7 @@ def refresh_fleet(
         summary["recall_details"] = outcome
         add_counts(summary, calls=outcome["calls"], units=outcome["units"])
 
-    final_status(summary)
+    final_status(summary, cancelled=cancelled(run_id))
     summary = finish_refresh(db, run_id, summary, lake)
     if notify:  # the run's changes to a webhook; nothing is posted when nothing changed
         summary["notification"] = notify_changes(db, run_id, notify)

@@ -29,6 +29,8 @@ from connectors import errors as e
 from connectors import models as m
 
 from .enrich import STOPPING_ERRORS, Budget
+from .stops import KEY as KEY_SCOPE
+from .stops import Stops
 from .markets import AU_STATES, CA_PROVINCES, US_STATES, country_expr, state_country_expr
 from .vins import normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
 
@@ -173,10 +175,12 @@ def _answer(answer: m.PlateDecode | m.PlateFanOut) -> tuple[str | None, str | No
 
 async def look_up_plates(
     keys: list[Key], *, settings: Settings, concurrency: int = 32, budget: Budget | None = None,
-    on_progress: Callable[[int], None] | None = None,
+    on_progress: Callable[[int], None] | None = None, stops: Stops | None = None,
 ) -> PlateLookups:
-    """One call per key, `concurrency` at a time; a quota, credit or permission refusal stops the rest."""
+    """One call per key, `concurrency` at a time; a quota, credit or permission refusal stops the rest, and
+    so does a stop of the run's key (`stops`: a cancellation), which also ends a retry's wait."""
     result = PlateLookups()
+    stops = stops or Stops()
     budget = budget or Budget(None)
     queue: asyncio.Queue[Key] = asyncio.Queue()
     for key in keys:
@@ -185,13 +189,14 @@ async def look_up_plates(
     def observe(record: CallRecord) -> None:
         result.calls.append((uuid.uuid4().hex, record, _now(), None))
 
-    async with AsyncVehicleDataClient(settings, on_call=observe) as client:
+    async with AsyncVehicleDataClient(settings, on_call=observe, interrupt=stops.stopping) as client:
 
         async def worker() -> None:
             while not queue.empty():
                 key = queue.get_nowait()
                 country, state, plate = key
                 cost = estimate_units(ENDPOINT, {"country": country})
+                result.stop_reason = result.stop_reason or stops.reason(KEY_SCOPE)
                 if result.stop_reason or not budget.reserve(cost):
                     result.stop_reason = result.stop_reason or "max-units reached"
                     result.not_looked_up.append(key)
@@ -207,7 +212,11 @@ async def look_up_plates(
                     result.stop_reason = result.stop_reason or f"{exc.status} {exc.message}"
                     result.not_looked_up.append(key)
                 except e.VehicleDataError as exc:
-                    result.results[key] = Lookup("failed", None, getattr(exc, "status", None), exc.message, _now())
+                    if exc.retryable and (stopped := stops.reason(KEY_SCOPE)):  # its retry was cut short
+                        result.stop_reason = result.stop_reason or stopped
+                        result.not_looked_up.append(key)
+                    else:
+                        result.results[key] = Lookup("failed", None, getattr(exc, "status", None), exc.message, _now())
                 finally:
                     budget.settle(cost, result.units - spent_before)
                     if on_progress:

@@ -12,7 +12,6 @@ first, billed answer was never recorded (its run died first), it is recorded the
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import uuid
@@ -117,7 +116,8 @@ async def run_recall_batches(
     outcome.resumed = len(unfinished)
 
     async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(AsyncVehicleDataClient(settings, on_call=calls))
+        client = await stack.enter_async_context(AsyncVehicleDataClient(settings, on_call=calls,
+                                                                         interrupt=lambda: stops.stopping(API)))
         webhooks = None
         notify_url = webhook_url
         if webhook_listen:
@@ -192,7 +192,7 @@ async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url,
             return None
         # Maybe accepted, maybe not: the ledger keeps the pending entry and its key, and the next run
         # resubmits it (free if it went through).
-        outcome.stop_reason = outcome.stop_reason or f"submit failed: {exc}"
+        outcome.stop_reason = outcome.stop_reason or stops.reason(API) or f"submit failed: {exc}"
         outcome.pending += len(vins)
         _land_calls(db, run_id, calls, outcome)
         return None
@@ -274,7 +274,7 @@ async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, 
         return False
     except (e.VehicleDataError, TimeoutError) as exc:
         # Still in the ledger as unfinished: the next run polls it again instead of resubmitting.
-        outcome.stop_reason = outcome.stop_reason or f"batch {job.batchId} not finished: {exc}"
+        outcome.stop_reason = outcome.stop_reason or stops.reason(API) or f"batch {job.batchId} not finished: {exc}"
         outcome.pending += len(vins)
         _land_calls(db, run_id, calls, outcome)
         return False
@@ -316,11 +316,17 @@ async def _wait_for_batch(client, calls, stops, batch_id, poll_interval, webhook
         pause = webhook_fallback if webhooks is not None else interval
         if time.monotonic() + min(pause, 1.0) > deadline:
             raise TimeoutError(f"batch {batch_id} still {job.status_text!r} after {timeout:.0f}s")
+        # Either wait notices a stop (a cancellation) within a second: the batch is polled again next run.
         if webhooks is not None:
-            await webhooks.wait(batch_id, min(pause, max(0.0, deadline - time.monotonic())))
+            until = time.monotonic() + min(pause, max(0.0, deadline - time.monotonic()))
+            while not stops.stopping(API) and time.monotonic() < until:
+                if await webhooks.wait(batch_id, min(1.0, max(0.0, until - time.monotonic()))):
+                    break
         else:
-            await asyncio.sleep(interval)
+            await stops.pause(interval, API)
             interval = min(max_interval, interval * 1.5)
+        if stops.stopping(API):
+            raise Stopped(stops.reason(API) or "stopped")
 
 
 def _stop_reason(exc: Exception) -> str:

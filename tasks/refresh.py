@@ -32,6 +32,7 @@ from .lanes import fetch_turn, forget_run
 from .logtext import fields
 from .plan import make_plan, parse_freshness, read_slice, read_vins
 from .plates import PlateLookups, land_lookups, look_up_plates, lookup_keys, settle_at_ingest
+from .preview import preview_refresh
 from .recall_batches import run_recall_batches
 from .recall_details import fetch_recall_details
 from .report import report_markdown, write_run_report
@@ -120,7 +121,8 @@ def resolve_plates(db_path: str, run_id: str, waiting_path: str, look_up: bool, 
     if look_up:
         reporter.start("plates", "Plate lookups", len(keys))
         lookups = asyncio.run(look_up_plates(keys, settings=Settings.from_env(), concurrency=concurrency,
-                                             budget=Budget(budget_left), on_progress=lambda n: reporter.advance("plates", n)))
+                                             budget=Budget(budget_left), on_progress=lambda n: reporter.advance("plates", n),
+                                             stops=stops.for_run(run_id)))
     else:
         lookups = PlateLookups(not_looked_up=keys)
     with open_database(db_path) as db:
@@ -150,6 +152,19 @@ def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, fr
         if name != "recalls" and d.due:
             reporter.start(name, f"Fetching {name}", d.due)
     return plan.to_dict()
+
+
+@task(name="plan-dry-run", **TASK)
+def plan_dry_run(paths: list[str], db_path: str, run_id: str, vin_column: str | None, datasets: list[str], force: bool,
+                 freshness: dict[str, str] | None, plates: bool, max_units: int | None) -> dict[str, Any]:
+    """The plan and its cost, from the published database read-only: a dry run writes nothing (tasks/preview.py)."""
+    preview = preview_refresh(read_fleet(paths, vin_column=vin_column), db_path, run_id, datasets, force=force,
+                              freshness=freshness, plates=plates, max_units=max_units)
+    progress.current().say(preview.plan)
+    get_run_logger().info(preview.plan)
+    create_markdown_artifact(markdown=summary_markdown(preview.summary), key="fleet-refresh-summary",
+                             description=f"fleet refresh {run_id} (dry run)")
+    return preview.summary
 
 
 @task(name="check-recalls", **TASK)

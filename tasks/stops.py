@@ -24,6 +24,10 @@ while a real outage answers ~100%; 20 calls, so that a handful of always-failing
 The pause scope is the endpoint (`connectors.ENDPOINTS` name), not the quota group: batch recall
 checks go on when per-VIN recall lookups fail.
 
+Cancellation (SIGTERM, SIGINT: tasks/signals.py) is a stop of the key with the reason `cancelled`:
+the same checks end every fetch loop, and whatever waits (a retry's Retry-After, a batch poll) waits
+through `pause` or the client's `interrupt`, which notice a stop of the key within POLL seconds.
+
 Chunks run in threads, each with its own event loop: waiting is cross-thread and cross-loop.
 """
 
@@ -44,6 +48,8 @@ STOPPING_ERRORS = (e.QuotaExceededError, e.InsufficientCreditsError, e.Permissio
 _KEY_WIDE = (e.AuthenticationError, e.KeyBlockedError, e.InsufficientCreditsError)
 _REFUSALS = frozenset({401, 402, 403, 429})
 KEY = "the key"
+CANCELLED = "cancelled"  # the reason a run stopped by SIGTERM/SIGINT gives (runs.status too)
+POLL = 0.25  # seconds: how often a wait looks at the stops
 T = TypeVar("T")
 
 
@@ -124,6 +130,30 @@ class Stops:
         self._proven: set[str] = set()
         self._probing: set[str] = set()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """Stop every call of the run: no new call starts, waits end (the run was asked to stop)."""
+        with self._lock:
+            self.cancelled = True
+            self._stopped.setdefault(KEY, CANCELLED)
+            waiters, self._waiters = self._waiters, []
+        _wake(waiters)
+
+    def stopping(self, api: str | None = None) -> bool:
+        """Whether calls to `api` (any call, without one) are stopped: what the client's `interrupt` asks."""
+        with self._lock:
+            return KEY in self._stopped or (api is not None and api in self._stopped)
+
+    async def pause(self, seconds: float, api: str | None = None) -> bool:
+        """Sleep up to `seconds`; True, early, once calls to `api` are stopped (looked at every POLL s)."""
+        end = time.monotonic() + seconds
+        while not self.stopping(api):
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(POLL, left))
+        return True
 
     def _reason(self, api: str, endpoint: str | None) -> str | None:
         return self._stopped.get(KEY) or self._stopped.get(api) or (self._paused.get(endpoint) if endpoint else None)
@@ -237,6 +267,18 @@ def for_run(run_id: str) -> Stops:
     """The run's stops, shared by its chunk tasks, recall batches and recall details in this process."""
     with _guard:
         return _runs.setdefault(run_id, Stops())
+
+
+def cancel_run(run_id: str) -> None:
+    """Cancel run `run_id` in this process (a signal handler calls it: it only takes short locks)."""
+    for_run(run_id).cancel()
+
+
+def cancelled(run_id: str) -> bool:
+    """Whether run `run_id` was cancelled in this process."""
+    with _guard:
+        stops = _runs.get(run_id)
+    return stops is not None and stops.cancelled
 
 
 def forget_run(run_id: str) -> None:

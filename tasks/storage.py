@@ -232,7 +232,8 @@ class Database:
         # Asked on every landing; the schema only changes through migrations, applied at open.
         if table not in self._columns:
             rows = self._rows(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = $table ORDER BY ordinal_position",
+                "SELECT column_name FROM information_schema.columns WHERE table_name = $table "
+                "AND table_catalog = current_database() AND table_schema = 'main' ORDER BY ordinal_position",
                 {"table": table},
             )
             self._columns[table] = [r[0] for r in rows]
@@ -248,7 +249,7 @@ class Database:
         if table not in self._incoming:
             rows = self._rows(
                 "SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = $table "
-                "AND schema_name = 'main' ORDER BY column_index",
+                "AND schema_name = 'main' AND database_name = current_database() ORDER BY column_index",
                 {"table": table},
             )
             columns = ", ".join(f'"{name}" {data_type}' for name, data_type in rows)

@@ -87,15 +87,20 @@ def budget_left(budget: int | None, spent: int) -> int | None:
     return None if budget is None else max(0, budget - spent)
 
 
-def final_status(summary: dict[str, Any]) -> None:
-    """Total the datasets and say whether anything was left failed or pending."""
+def final_status(summary: dict[str, Any], cancelled: bool = False) -> None:
+    """Total the datasets and say whether anything was left failed or pending, or the run was cancelled
+    (a stop signal: tasks/signals.py); a cancelled run's status says so whatever it had finished."""
     for counts in summary["datasets"].values():
         add_counts(summary, calls=counts["calls"], units=counts["units"])
     details = summary.get("recall_details") or {}
     plates = summary.get("plates") or {}
     unfinished = any(c.get("failed") or c.get("pending") for c in [*summary["datasets"].values(), details])
     unfinished = unfinished or bool(plates.get("failed") or plates.get("not_looked_up"))
-    summary["status"] = "partial" if unfinished else "completed"
+    summary["status"] = "cancelled" if cancelled else "partial" if unfinished else "completed"
+    if cancelled:
+        left = sum(c.get("pending") or 0 for c in [*summary["datasets"].values(), details])
+        summary["message"] = (f"cancelled by a stop signal: no call started after it, what was fetched landed; "
+                              f"{left} VIN-datasets left pending for the next run")
 
 
 def plan_text(plan: "Plan") -> str:
@@ -184,7 +189,9 @@ def headline(summary: dict[str, Any]) -> str:
         f"run {summary['run_id']}: {summary['status']}",
         f"{ingest.get('rows_in', 0)} rows in, {ingest.get('valid', 0)} VINs, "
         f"{ingest.get('duplicates', 0)} duplicates, {ingest.get('rejected', 0)} rejected"
-        + (f" ({ingest['plate_rows']} with a plate instead of a VIN)" if ingest.get("plate_rows") else ""),
+        + (f" ({ingest['plate_rows']} with a plate instead of a VIN)" if ingest.get("plate_rows") else "")
+        # A dry run looks no plate up: its rows waiting for a lookup are neither VINs nor rejected yet.
+        + (f", {ingest['plates_waiting']} to look up by plate" if ingest.get("plates_waiting") else ""),
         f"estimated {summary['estimated_units']} units"
         + (f" (+ up to {summary['recall_detail_ceiling']} for recall details)" if summary.get("recall_detail_ceiling") else "")
         + (f" (+ up to {summary['plate_vehicle_ceiling']} for the vehicles plates find)"

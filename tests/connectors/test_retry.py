@@ -231,3 +231,27 @@ async def test_a_wait_in_place_ends_when_its_caller_says_stop(scripted):
         await asyncio.wait_for(h.client.specs(VIN), 10)  # 60 s if the stop went unnoticed
     assert abandoned.value.reason == "cancelled" and isinstance(abandoned.value.error, e.ServiceUnavailableError)
     assert h.attempts == 1
+
+
+async def test_an_interrupt_ends_the_wait_for_a_retry_and_raises_what_it_would_have_retried():
+    """A run being stopped must not sit out a Retry-After: the wait ends once `interrupt` says so."""
+    import asyncio
+
+    from connectors import AsyncVehicleDataClient, Settings
+
+    from .conftest import Script
+
+    stop = asyncio.Event()
+    script = Script([reply(503, {"success": False, "message": "busy", "retryable": True}, headers={"Retry-After": "60"})])
+    calls = []
+
+    def observe(record):
+        calls.append(record)
+        asyncio.get_running_loop().call_later(0.3, stop.set)  # asked to stop while the retry waits
+
+    settings = Settings(api_key="k", base_url="https://vds.example.test", retry=POLICY)
+    async with AsyncVehicleDataClient(settings, on_call=observe, http_transport=httpx.MockTransport(script),
+                                      interrupt=stop.is_set) as client:
+        with pytest.raises(e.UpstreamError):
+            await asyncio.wait_for(client.specs(VIN), timeout=30)  # bound: without the interrupt, 4 x 60 s
+    assert len(script.requests) == 1 and calls[0].will_retry  # it meant to retry, and did not

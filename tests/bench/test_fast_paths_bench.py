@@ -1,0 +1,90 @@
+"""Benchmark: what needs no service and no flow answers without Prefect (issue 12's target: under 3 s each).
+
+Each command runs as a user runs it, `python -m flows.cli ...` in its own process, three times; printed:
+the median wall time and the median CPU seconds of the process (user + system, from its rusage). The
+database is the sample fleet's roster with every dataset answered, built without Prefect. Asserts only
+that each command did what it says, never a time.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tasks import staging
+from tasks.ingest import read_fleet
+from tasks.storage import open_database
+from tasks.store import publish
+
+pytestmark = pytest.mark.bench
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "data" / "sample_fleet.csv"
+DATASETS = ("specs", "market_value", "history", "lien_theft", "recalls")
+
+
+def _database(path: Path) -> None:
+    """The sample roster with a fresh answer for every VIN and dataset, published; no open failure."""
+    roster = read_fleet([str(SAMPLE)]).roster
+    now = datetime.now(UTC)
+    with open_database(str(path)) as db:
+        db.start_run("refresh", [str(SAMPLE)], run_id="bench-1")
+        db.land_chunk({"vehicles": roster}, "bench-1")
+        vins = db.query("roster_vins")["vin"].to_list()
+        answered = pl.DataFrame([{"vin": v, "dataset": d, "outcome": "found", "fetched_at": now}
+                                 for v in vins for d in DATASETS],
+                                schema={"vin": pl.String, "dataset": pl.String, "outcome": pl.String,
+                                        "fetched_at": staging.TS})
+        db.land("fetch_status", answered, "bench-1")
+        db.finish_run("bench-1", "completed", counts={"rows_in": roster.height, "valid": roster.height})
+    publish(str(path))
+
+
+def _measure(argv: list[str], expect: str) -> tuple[float, float]:
+    """Median (wall s, CPU s) of three runs of `fleet argv`; each must succeed and print `expect`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VDS_", "PREFECT_API"))} | {"PYTHONPATH": str(ROOT)}
+    walls, cpus = [], []
+    for _ in range(3):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "flows.cli", *argv], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=300, check=False)
+        walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert expect in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def test_fast_paths(tmp_path):
+    db = tmp_path / "fleet.duckdb"
+    _database(db)
+    new = tmp_path / "new" / "fleet.duckdb"
+    cases = {
+        "fleet refresh --dry-run (sample fleet, new database)": (
+            ["refresh", str(SAMPLE), "--db", str(new), "--dry-run"], "planned"),
+        "fleet refresh --dry-run (sample fleet, every answer fresh)": (
+            ["refresh", str(SAMPLE), "--db", str(db), "--dry-run"], "planned"),
+        "fleet status": (["status", "--db", str(db)], "Last runs"),
+        "fleet backfill --failures, none open": (
+            ["backfill", "--failures", "--db", str(db), "--lake", ""], "nothing to do"),
+        "fleet backfill --reparse, nothing stored": (
+            ["backfill", "--reparse", "--db", str(db), "--lake", ""], "nothing to do"),
+    }
+    lines = [(f"\nfast paths ({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+              f"{datetime.now(UTC):%Y-%m-%d}; median of 3 runs, each its own process):")]
+    for name, (argv, expect) in cases.items():
+        wall, cpu = _measure(argv, expect)
+        lines.append(f"  {name:<60} {wall:5.2f} s wall {cpu:5.2f} s CPU")
+    print("\n".join(lines))
+    assert not new.parent.exists()  # the dry runs wrote nothing

@@ -1,0 +1,204 @@
+"""SIGTERM or SIGINT ends a refresh within seconds: no new call starts, what was fetched lands, the rest stays
+pending, the run is recorded `cancelled` and the command exits with CANCELLED (5). A second signal stops at once.
+
+Each case starts `fleet refresh` (or, as a worker runs it, the flow itself) in its own process against a
+sandbox in another process where 30% of calls fail with the spec's full `Retry-After` (60 s), so most of the
+run's workers are soon waiting out a retry: before cancellation they held the run for minutes after a stop
+signal. The signal is sent once answers have come in (the run's progress file says so). The bounds below are
+generous limits on a busy machine, not timings: a run that ignores the signal waits 60 s per retry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from connectors.sandbox import Sandbox
+from flows.exitcodes import CANCELLED
+from tasks.ingest import read_fleet
+from tasks.plan import make_plan
+from tasks.storage import open_database
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "data" / "sample_fleet.csv"
+DATASETS = ("specs", "market_value", "recalls")
+PER_VIN = {"/specs": "specs", "/v2/marketvalue": "market_value", "/v1/recalls": "recalls"}
+OPTIONS = ["--lake", "", "--datasets", ",".join(DATASETS), "--chunk-size", "50", "--concurrency", "4"]
+# A worker's flow-run process: the flow called directly, with Prefect's own handling of SIGTERM around it.
+AS_A_WORKER = """
+import json, sys
+from flows.refresh import refresh_fleet
+state = refresh_fleet([sys.argv[1]], db=sys.argv[2], lake=None, datasets=sys.argv[3].split(","), chunk_size=50,
+                      concurrency=4, return_state=True)
+print(json.dumps({"state": state.type.value, "status": state.result(raise_on_failure=False)["status"]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def faulty_sandbox():
+    sandbox = Sandbox.start_subprocess(["--fault-rate", "0.3", "--fault-statuses", "502,503,504", "--latency-ms", "20",
+                                        "--journal"])
+    yield sandbox
+    sandbox.stop()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("fleet") / "fleet.csv"
+    read_fleet([str(SAMPLE)]).roster.head(200).select("unit_number", "vin", "state", "mileage").write_csv(path)
+    return str(path)
+
+
+def _start(how: str, fleet: str, db: Path, key: str, sandbox: Sandbox, home: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "VDS_"))}
+    env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(home), "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": key}
+    if how == "flow":
+        command = [sys.executable, "-c", AS_A_WORKER, fleet, str(db), ",".join(DATASETS)]
+    else:
+        command = [sys.executable, "-m", "flows.cli", "refresh", fleet, "--db", str(db), *OPTIONS]
+    log = (db.parent / "run.log").open("wb")
+    # Its own process group, so this test can clean up whatever happens.
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+
+
+def _wait_for_answers(process: subprocess.Popen, db: Path, seen: set[psutil.Process]) -> None:
+    """Until the run's progress file shows answers, remembering every process the run started meanwhile."""
+    progress = Path(f"{db}.progress.json")
+    deadline = time.monotonic() + 300  # Prefect's start on a busy 2-core machine included
+    while True:
+        assert process.poll() is None, (db.parent / "run.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, "no answer came in"
+        try:
+            seen.update(psutil.Process(process.pid).children(recursive=True))
+            state = json.loads(progress.read_text())
+        except (FileNotFoundError, ValueError, psutil.Error):
+            state = None
+        if state and sum(d["done"] for d in state["datasets"].values()) >= 5:
+            return
+        time.sleep(0.1)
+
+
+def _gone(process: psutil.Process) -> bool:
+    try:
+        return process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize("how, sig", [("cli", signal.SIGTERM), ("cli", signal.SIGINT), ("flow", signal.SIGTERM)],
+                         ids=["fleet-sigterm", "fleet-sigint", "worker-flow-sigterm"])
+def test_a_stop_signal_ends_the_run_cancelled_with_nothing_lost(how, sig, faulty_sandbox, fleet, tmp_path):
+    key = f"stop_{how}_{sig.name.lower()}"
+    db = tmp_path / "fleet.duckdb"
+    run = _start(how, fleet, db, key, faulty_sandbox, tmp_path / "prefect-home")
+    started: set[psutil.Process] = set()
+    try:
+        _wait_for_answers(run, db, started)
+        os.kill(run.pid, sig)
+        try:
+            out, _ = run.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 30 s after {sig.name}: {(tmp_path / 'run.log').read_text()[-3000:]}")
+    finally:
+        try:
+            os.killpg(run.pid, signal.SIGKILL)  # the group outlives its leader: clean up any orphan
+        except ProcessLookupError:
+            pass
+    log = (tmp_path / "run.log").read_text()
+    if how == "flow":
+        assert run.returncode == 0, log[-3000:]
+        ended = json.loads(out.decode().strip().splitlines()[-1])
+        assert ended == {"state": "COMPLETED", "status": "cancelled"}  # not Crashed: the flow ended on its own
+    else:
+        assert run.returncode == CANCELLED, log[-3000:]
+        assert "Traceback" not in log
+    deadline = time.monotonic() + 20
+    while not all(map(_gone, started)):  # the Prefect server (and anything else the run started) went with it
+        assert time.monotonic() < deadline, [p.pid for p in started if not _gone(p)]
+        time.sleep(0.2)
+
+    with open_database(str(db)) as store:
+        (run_id, status), = store.sql("SELECT run_id, status FROM runs").rows()
+        assert status == "cancelled"
+        # Every call made is recorded, and every answer received landed.
+        calls = [c for c in faulty_sandbox.journal() if c["key"] == key]
+        assert store.sql("SELECT count(*) FROM api_calls").item() == len(calls)
+        answered = {(PER_VIN[c["endpoint"]], c["vin"]) for c in calls
+                    if c["endpoint"] in PER_VIN and c["status"] in (200, 404)}
+        landed = set(store.sql("SELECT dataset, vin FROM fetch_status WHERE dataset <> 'recalls' "
+                               "UNION ALL SELECT 'recalls', vin FROM recall_checks WHERE checked_via = 'vin'").rows())
+        assert answered and answered <= landed
+        pending = dict(store.sql("SELECT dataset, pending FROM run_datasets WHERE run_id = $r", {"r": run_id}).rows())
+        assert sum(pending.values()) > 0  # the rest stays pending...
+        # ...and nothing is lost: the next plan asks for every VIN that has no answer yet, and only for those.
+        plan = make_plan(store, run_id, list(DATASETS), tmp_path / "next-plan")
+        for dataset, due in plan.datasets.items():
+            fresh = store.sql("SELECT count(*) FROM fetch_status WHERE dataset = $d", {"d": dataset}).item()
+            assert due.due == due.roster - due.not_applicable - fresh
+        assert sum(d.due for d in plan.datasets.values()) > 0
+
+
+def test_a_second_signal_stops_at_once(faulty_sandbox, fleet, tmp_path):
+    db = tmp_path / "fleet.duckdb"
+    run = _start("cli", fleet, db, "stop_twice", faulty_sandbox, tmp_path / "prefect-home")
+    started: set[psutil.Process] = set()
+    try:
+        _wait_for_answers(run, db, started)
+        os.kill(run.pid, signal.SIGTERM)
+        time.sleep(0.2)
+        os.kill(run.pid, signal.SIGTERM)
+        try:
+            run.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("still running 30 s after a second SIGTERM")
+    finally:
+        try:
+            os.killpg(run.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert run.returncode == -signal.SIGTERM  # ended by the signal itself, as `kill` means it
+    deadline = time.monotonic() + 20
+    while not all(map(_gone, started)):
+        assert time.monotonic() < deadline, [p.pid for p in started if not _gone(p)]
+        time.sleep(0.2)
+
+
+def test_a_signal_while_prefect_starts_ends_the_command_having_called_nothing(faulty_sandbox, fleet, tmp_path):
+    db = tmp_path / "fleet.duckdb"
+    run = _start("cli", fleet, db, "stop_early", faulty_sandbox, tmp_path / "prefect-home")
+    log = tmp_path / "run.log"
+    started: set[psutil.Process] = set()
+    try:
+        deadline = time.monotonic() + 120
+        while "starting Prefect" not in log.read_text():  # the plan is printed, Prefect's server is starting
+            assert run.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the command never started Prefect"
+            time.sleep(0.05)
+        started.update(psutil.Process(run.pid).children(recursive=True))
+        os.kill(run.pid, signal.SIGTERM)
+        try:
+            run.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("still running 30 s after SIGTERM")
+    finally:
+        try:
+            os.killpg(run.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert run.returncode == CANCELLED, log.read_text()[-3000:]
+    assert "nothing was called" in log.read_text() and "Traceback" not in log.read_text()
+    assert not [c for c in faulty_sandbox.journal() if c["key"] == "stop_early"]
+    with open_database(str(db)) as store:
+        assert store.sql("SELECT count(*) FROM runs").item() == 0
+    deadline = time.monotonic() + 20
+    while not all(map(_gone, started)):
+        assert time.monotonic() < deadline, [p.pid for p in started if not _gone(p)]
+        time.sleep(0.2)
