@@ -79,7 +79,8 @@ PAID_PER_VIN = {"specs": "/specs", "market_value": "/v2/marketvalue", "history":
 SUBMIT = "/v1/recalls-batch/submit"
 # Every endpoint that bills per call: the per-VIN datasets and the campaign details.
 PAID = (*PAID_PER_VIN.values(), "/v1/recalls", "/v1/recalls-ymm")
-QUIET_SECONDS = 2.0  # no paid call answered for this long (40 ms each): a frozen run has none in flight
+QUIET_SECONDS = 4.0  # no paid call answered for this long (40 ms each): a frozen run has none in flight
+# (4 s, not 2: with the box's load above 10, an answer received could wait over 2 s to be journalled)
 # A clean run's landings: the roster, each chunk, the batch (pending, submitted, results), the
 # campaign details and the run's figures. Its paid calls: one per VIN and dataset, and the submit.
 LANDINGS = 1 + len(PAID_PER_VIN) * -(-FLEET_SIZE // RUN_OPTIONS["chunk_size"]) + 5

@@ -157,7 +157,7 @@ def test_status_in_a_loop_during_a_refresh_sees_it_live_and_never_harms_it(sandb
                 break
             status = subprocess.run([sys.executable, "-m", "flows.cli", "status", "--db", db, "--json"], cwd=ROOT,
                                     env=_env(sandbox, key), capture_output=True, text=True, timeout=120)
-            if status.returncode == 2 and "no such database" in status.stderr:
+            if status.returncode == 2 and "no such database" in status.stdout + status.stderr:  # --json: on stdout
                 continue  # the refresh has not published its first snapshot yet
             assert status.returncode == 0, status.stderr
             statuses += 1
