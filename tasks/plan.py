@@ -131,7 +131,14 @@ def make_plan(
     freshness: dict[str, timedelta] | None = None,
     now: datetime | None = None,
     plates_waiting: Path | None = None,
+    roster: pl.DataFrame | None = None,
 ) -> Plan:
+    """Which of the run's roster VINs are due per dataset, their due lists staged in `staging_dir`.
+
+    `roster`: the fleet's roster as read (`read_fleet`, plates settled), to plan from without landing it
+    (a dry run: landing a million-row roster costs more than the rest of the plan); by default the
+    roster landed under `run_id`.
+    """
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")
@@ -139,8 +146,11 @@ def make_plan(
     now = now or datetime.now(timezone.utc)
     # One read of the roster and one of its last answers serve every dataset (a read per dataset cost
     # seconds on a million-VIN roster); the due rule is `due_vins.sql`'s, applied here per dataset.
-    vehicles = with_market(db.query("plan_roster", run_id=run_id))
-    statuses = db.query("plan_status", run_id=run_id, datasets=list(datasets))
+    if roster is None:
+        vehicles = with_market(db.query("plan_roster", run_id=run_id))
+        statuses = db.query("plan_status", run_id=run_id, datasets=list(datasets))
+    else:
+        vehicles, statuses = _read_frame(db, roster, list(datasets))
     roster = vehicles.height
     plan = Plan(run_id, no_data_window=age_text(windows[NO_DATA]),
                 plates=plan_plates(str(plates_waiting)) if plates_waiting and plates_waiting.exists() else None)
@@ -160,6 +170,22 @@ def make_plan(
         plan.datasets[dataset] = DatasetPlan(dataset, endpoint, roster, due.height, scope.height - due.height, units,
                                              path, no_data_due, not_applicable=roster - scope.height)
     return plan
+
+
+def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`plan_roster` and `plan_status` for a roster not landed: registered in DuckDB for the two reads."""
+    frame = roster.select(
+        pl.col("vin"),
+        *(pl.col(name).cast(dtype) if name in roster.columns else pl.lit(None, dtype).alias(name)
+          for name, dtype in (("state", pl.String), ("mileage", pl.Int64), ("mileage_unit", pl.String),
+                              ("condition", pl.String), ("country", pl.String))),
+    ).unique("vin", keep="first", maintain_order=True)  # as landing keeps one row per VIN
+    db.connection.register("plan_roster_frame", frame.to_arrow())
+    try:
+        return (with_market(db.query("plan_roster_frame")),
+                db.query("plan_status_frame", datasets=datasets))
+    finally:
+        db.connection.unregister("plan_roster_frame")
 
 
 DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "condition", "last_fetched_at", "last_outcome")
