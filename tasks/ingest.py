@@ -613,8 +613,16 @@ def read_fleet(paths: Sequence[str | Path] | str | Path, vin_column: str | None 
         .group_by("vin", maintain_order=True)
         .agg(pl.col("index").first(), (pl.len() - 1).cast(pl.Int64).alias("duplicate_count"))
     )
-    roster = rows.drop("reason", "raw_vin")[firsts["index"]].with_columns(firsts["duplicate_count"])
+    # Column by column, each dropped from `rows` once copied: the wide rows are not held twice at the peak.
+    index = firsts["index"]
+    rows = rows.drop("reason", "raw_vin")
+    picked = []
+    for name in rows.columns:
+        picked.append(rows[name].gather(index))
+        rows = rows.drop(name)
     del rows
+    roster = pl.DataFrame(picked).with_columns(firsts["duplicate_count"])
+    del picked
     accepted_count = roster.height + int(firsts["duplicate_count"].sum())
     del firsts
     roster = _tidy(roster)

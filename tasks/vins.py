@@ -41,6 +41,7 @@ _TRANSLITERATION_BY_BASE36 = pl.Series(
 )
 _TRANSLITERATION_BY_BYTE = np.zeros(256, dtype=np.float32)
 _WEIGHTS = np.array(WEIGHTS, dtype=np.float32)
+_BLOCK = 262_144  # VINs per numpy block
 for _char, _value in TRANSLITERATION.items():
     _TRANSLITERATION_BY_BYTE[ord(_char)] = _value
 _ALLOWED_BYTE = np.zeros(256, dtype=bool)
@@ -106,12 +107,16 @@ def with_check_digit_valid(frame: pl.DataFrame, vin: str = "vin", name: str = "c
         start = text.offset * VIN_LENGTH  # offsets of equal-length strings: their bytes lie end to end
         joined = np.frombuffer(text.buffers()[2], dtype=np.uint8)[start : start + len(text) * VIN_LENGTH]
         chars = joined.reshape(-1, VIN_LENGTH)
-        ok = _ALLOWED_BYTE[chars].all(axis=1)
-        # float32 sums are exact here (at most 17 * 9 * 10) and use BLAS instead of an integer loop.
-        remainder = np.rint(_TRANSLITERATION_BY_BYTE[chars] @ _WEIGHTS).astype(np.int64) % 11
-        expected = np.where(remainder == 10, ord("X"), ord("0") + remainder)
+        ok = np.empty(len(chars), dtype=bool)
+        digit_ok = np.empty(len(chars), dtype=bool)
+        for start in range(0, len(chars), _BLOCK):  # in blocks: the float matrix of 4M VINs would be 272 MB
+            block = chars[start : start + _BLOCK]
+            ok[start : start + _BLOCK] = _ALLOWED_BYTE[block].all(axis=1)
+            # float32 sums are exact here (at most 17 * 9 * 10) and use BLAS instead of an integer loop.
+            remainder = np.rint(_TRANSLITERATION_BY_BYTE[block] @ _WEIGHTS).astype(np.int64) % 11
+            digit_ok[start : start + _BLOCK] = block[:, 8] == np.where(remainder == 10, ord("X"), ord("0") + remainder)
         allowed[sized] = ok
-        valid[sized] = ok & (chars[:, 8] == expected)
+        valid[sized] = ok & digit_ok
     # Null where the VIN is not 17 allowed characters, as in the expression.
     column = pl.select(pl.when(pl.lit(pl.Series(allowed))).then(pl.lit(pl.Series(name, valid)))).to_series().alias(name)
     return frame.with_columns(column)
