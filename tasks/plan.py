@@ -173,19 +173,30 @@ def make_plan(
 
 
 def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`plan_roster` and `plan_status` for a roster not landed: registered in DuckDB for the two reads."""
+    """`plan_roster` and `plan_status` for a roster not landed: only its VINs go to DuckDB, for the two
+    lookups (specs' decoding market, last answers); the roster is sorted and joined here."""
     frame = roster.select(
         pl.col("vin"),
         *(pl.col(name).cast(dtype) if name in roster.columns else pl.lit(None, dtype).alias(name)
           for name, dtype in (("state", pl.String), ("mileage", pl.Int64), ("mileage_unit", pl.String),
                               ("condition", pl.String), ("country", pl.String))),
-    ).unique("vin", keep="first", maintain_order=True)  # as landing keeps one row per VIN
-    db.connection.register("plan_roster_frame", frame.to_arrow())
+    )
+    # `read_fleet` gives one row per VIN, and plate-found VINs are only added when new (tasks/plates.py);
+    # a VIN given twice anyway is planned once, as landing keeps one row per VIN.
+    if frame.height != frame["vin"].n_unique():
+        frame = frame.unique("vin", keep="first", maintain_order=True)
+    frame = frame.sort("vin")
+    db.connection.register("plan_roster_frame", frame.select("vin").to_arrow())
     try:
-        return (with_market(db.query("plan_roster_frame")),
-                db.query("plan_status_frame", datasets=datasets))
+        decoded = db.query("plan_roster_frame")
+        statuses = db.query("plan_status_frame", datasets=datasets)
     finally:
         db.connection.unregister("plan_roster_frame")
+    if decoded.height:
+        frame = frame.join(decoded, on="vin", how="left", maintain_order="left")
+    else:
+        frame = frame.with_columns(pl.lit(None, pl.Boolean).alias("specs_international"))
+    return with_market(frame), statuses
 
 
 DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "condition", "last_fetched_at", "last_outcome")
@@ -215,8 +226,11 @@ def _due(scope: pl.DataFrame, statuses: pl.DataFrame, dataset: str, *, force: bo
 def _stage(due: pl.DataFrame, path: Path, staged: list[tuple[pl.DataFrame, str]]) -> str:
     """Write a due list as uncompressed Parquet (a third of zstd's time; the file lives one run), unless an
     identical list was just staged for another dataset: a new fleet's datasets mostly share one."""
+    never_answered = due["last_fetched_at"].null_count() == due.height
     for earlier, earlier_path in staged:
-        if earlier.height == due.height and earlier.equals(due):
+        # Rows come from one roster row per VIN: lists with the same VINs and no last answer are equal.
+        if (earlier.height == due.height and never_answered and earlier["last_fetched_at"].null_count() == due.height
+                and earlier["vin"].equals(due["vin"])):
             return earlier_path
     due.write_parquet(path, compression="uncompressed")
     staged.append((due, str(path)))
