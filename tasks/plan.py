@@ -151,7 +151,7 @@ def make_plan(
         statuses = db.query("plan_status", run_id=run_id, datasets=list(datasets))
     else:
         vehicles, statuses = _read_frame(db, roster, list(datasets))
-    roster = vehicles.height
+    listed = vehicles.height
     plan = Plan(run_id, no_data_window=age_text(windows[NO_DATA]),
                 plates=plan_plates(str(plates_waiting)) if plates_waiting and plates_waiting.exists() else None)
     staging_dir.mkdir(parents=True, exist_ok=True)
@@ -167,8 +167,8 @@ def make_plan(
             path = _stage(due, staging_dir / f"due_{dataset}.parquet", staged)
         endpoint = "recalls-batch-submit" if dataset == "recalls" else ENRICHMENT[dataset].endpoint
         units = due.height if dataset == "recalls" else due.height * estimate_units(endpoint)
-        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, roster, due.height, scope.height - due.height, units,
-                                             path, no_data_due, not_applicable=roster - scope.height)
+        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, listed, due.height, scope.height - due.height, units,
+                                             path, no_data_due, not_applicable=listed - scope.height)
     return plan
 
 
