@@ -484,10 +484,7 @@ def _prepare(path: Path, vin_column: str | None) -> tuple[pl.DataFrame, int]:
         pl.lit(str(path)).alias("source_file"),
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("source_row"),
     )
-    data = [c for c in frame.columns if c not in ("source_file", "source_row")]
-    blank = frame.select(
-        pl.all_horizontal(pl.col(c).is_null() | pl.col(c).str.contains(r"^\s*$") for c in data)
-    ).to_series()
+    blank = _blank_rows(frame)
     blanks = int(blank.sum())
     if blanks == frame.height:
         raise FleetFileError(path, NO_ROWS)
@@ -498,16 +495,44 @@ def _prepare(path: Path, vin_column: str | None) -> tuple[pl.DataFrame, int]:
     return frame, blanks
 
 
+def _blank_rows(frame: pl.DataFrame) -> pl.Series:
+    """True for a row whose every cell is empty or spaces (a blank line). Only rows with a blank VIN cell
+    can be: the other columns are looked at for those alone, not for a million rows with a VIN."""
+    data = [c for c in frame.columns if c not in ("source_file", "source_row")]
+
+    def empty(column: str) -> pl.Expr:
+        return pl.col(column).is_null() | pl.col(column).str.contains(r"^\s*$")
+
+    candidate = frame.select(empty("raw_vin")).to_series()
+    if not candidate.any():
+        return candidate
+    rows = frame.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_index"), *data).filter(candidate)
+    blank_index = rows.filter(pl.all_horizontal(empty(c) for c in data))["_index"]
+    return pl.select(pl.int_range(frame.height, dtype=pl.UInt32).is_in(blank_index.implode())).to_series()
+
+
 def _parse_mileage(expr: pl.Expr) -> pl.Expr:
     # "12,345", "12 345 mi", "12345.0", "12 345 KM" all mean 12345; anything else becomes null (the VIN still lands).
     digits = expr.str.to_lowercase().str.replace_all(r"[,\s_]|mi(les)?$|kms?$|kilomet\w*$", "").str.strip_chars()
     return digits.cast(pl.Float64, strict=False).round(0).cast(pl.Int64, strict=False)
 
 
+def _plain_number(expr: pl.Expr) -> pl.Expr:
+    # Most cells are plain digits: parsed by one cast; only the others go through the regexes.
+    return expr.cast(pl.Int64, strict=False)
+
+
+def _mileage_number(expr: pl.Expr) -> pl.Expr:
+    """`_parse_mileage`, with the regexes run only on cells that are not plain digits (null cells cost nothing)."""
+    plain = _plain_number(expr)
+    return pl.coalesce(plain, _parse_mileage(pl.when(plain.is_null()).then(expr)))
+
+
 def _mileage_unit(header_unit: pl.Expr) -> pl.Expr:
     """`km` or `mi`: what the cell says ("12 345 km"), else what its header says, else miles."""
-    cell = pl.col("mileage").str.strip_chars().str.to_lowercase()
-    return (pl.when(_parse_mileage(pl.col("mileage")).is_null()).then(None)
+    # A plain number says no unit: its cell is left null here, so the unit regexes skip it.
+    cell = pl.when(_plain_number(pl.col("mileage")).is_null()).then(pl.col("mileage")).str.strip_chars().str.to_lowercase()
+    return (pl.when(_mileage_number(pl.col("mileage")).is_null()).then(None)
             .when(cell.str.contains(r"(km|kms|kilomet\w*)$")).then(pl.lit("km"))
             .when(cell.str.contains(r"mi(les)?$")).then(pl.lit("mi"))
             .otherwise(pl.coalesce(header_unit, pl.lit("mi")))
@@ -588,8 +613,16 @@ def read_fleet(paths: Sequence[str | Path] | str | Path, vin_column: str | None 
         .group_by("vin", maintain_order=True)
         .agg(pl.col("index").first(), (pl.len() - 1).cast(pl.Int64).alias("duplicate_count"))
     )
-    roster = rows.drop("reason", "raw_vin")[firsts["index"]].with_columns(firsts["duplicate_count"])
+    # Column by column, each dropped from `rows` once copied: the wide rows are not held twice at the peak.
+    index = firsts["index"]
+    rows = rows.drop("reason", "raw_vin")
+    picked = []
+    for name in rows.columns:
+        picked.append(rows[name].gather(index))
+        rows = rows.drop(name)
     del rows
+    roster = pl.DataFrame(picked).with_columns(firsts["duplicate_count"])
+    del picked
     accepted_count = roster.height + int(firsts["duplicate_count"].sum())
     del firsts
     roster = _tidy(roster)
@@ -612,7 +645,7 @@ def _tidy(frame: pl.DataFrame) -> pl.DataFrame:
     case, VIN and source first."""
     if "mileage" in frame.columns:
         header_unit = pl.col("_mileage_header_unit") if "_mileage_header_unit" in frame.columns else pl.lit(None, pl.String)
-        frame = frame.with_columns(_mileage_unit(header_unit), _parse_mileage(pl.col("mileage")).alias("mileage"))
+        frame = frame.with_columns(_mileage_unit(header_unit), _mileage_number(pl.col("mileage")).alias("mileage"))
     frame = frame.drop("_mileage_header_unit", strict=False)
     if "condition" in frame.columns:
         frame = _condition(frame)

@@ -131,35 +131,110 @@ def make_plan(
     freshness: dict[str, timedelta] | None = None,
     now: datetime | None = None,
     plates_waiting: Path | None = None,
+    roster: pl.DataFrame | None = None,
 ) -> Plan:
+    """Which of the run's roster VINs are due per dataset, their due lists staged in `staging_dir`.
+
+    `roster`: the fleet's roster as read (`read_fleet`, plates settled), to plan from without landing it
+    (a dry run: landing a million-row roster costs more than the rest of the plan); by default the
+    roster landed under `run_id`.
+    """
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")
     windows = {NO_DATA: DEFAULT_NO_DATA_FRESHNESS, **(freshness or DEFAULT_FRESHNESS)}
     now = now or datetime.now(timezone.utc)
-    vehicles = with_market(db.query("roster_markets", run_id=run_id))
-    roster = vehicles.height
+    # One read of the roster and one of its last answers serve every dataset (a read per dataset cost
+    # seconds on a million-VIN roster); the due rule is `due_vins.sql`'s, applied here per dataset.
+    if roster is None:
+        vehicles = with_market(db.query("plan_roster", run_id=run_id))
+        statuses = db.query("plan_status", run_id=run_id, datasets=list(datasets))
+    else:
+        vehicles, statuses = _read_frame(db, roster, list(datasets))
+    listed = vehicles.height
     plan = Plan(run_id, no_data_window=age_text(windows[NO_DATA]),
                 plates=plan_plates(str(plates_waiting)) if plates_waiting and plates_waiting.exists() else None)
     staging_dir.mkdir(parents=True, exist_ok=True)
+    staged: list[tuple[pl.DataFrame, str]] = []
     for dataset in datasets:
         scope = in_scope(vehicles, declaration(dataset).markets)
-        no_data_window = min(windows[NO_DATA], windows[dataset])
-        due = db.query("due_vins", run_id=run_id, dataset=dataset, force=force, fresh_after=now - windows[dataset],
-                       no_data_after=now - no_data_window)
-        if scope.height < roster:
-            due = due.filter(pl.col("vin").is_in(scope["vin"].implode()))
+        due = _due(scope, statuses, dataset, force=force, fresh_after=now - windows[dataset],
+                   no_data_after=now - min(windows[NO_DATA], windows[dataset]))
         no_data_due = int(due["last_outcome"].eq("no_data").sum())
         due = due.drop("last_outcome")
         path = None
         if due.height:
-            path = str(staging_dir / f"due_{dataset}.parquet")
-            due.write_parquet(path)
+            path = _stage(due, staging_dir / f"due_{dataset}.parquet", staged)
         endpoint = "recalls-batch-submit" if dataset == "recalls" else ENRICHMENT[dataset].endpoint
         units = due.height if dataset == "recalls" else due.height * estimate_units(endpoint)
-        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, roster, due.height, scope.height - due.height, units,
-                                             path, no_data_due, not_applicable=roster - scope.height)
+        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, listed, due.height, scope.height - due.height, units,
+                                             path, no_data_due, not_applicable=listed - scope.height)
     return plan
+
+
+def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`plan_roster` and `plan_status` for a roster not landed: only its VINs go to DuckDB, for the two
+    lookups (specs' decoding market, last answers); the roster is sorted and joined here."""
+    frame = roster.select(
+        pl.col("vin"),
+        *(pl.col(name).cast(dtype) if name in roster.columns else pl.lit(None, dtype).alias(name)
+          for name, dtype in (("state", pl.String), ("mileage", pl.Int64), ("mileage_unit", pl.String),
+                              ("condition", pl.String), ("country", pl.String))),
+    )
+    # `read_fleet` gives one row per VIN, and plate-found VINs are only added when new (tasks/plates.py);
+    # a VIN given twice anyway is planned once, as landing keeps one row per VIN.
+    if frame.height != frame["vin"].n_unique():
+        frame = frame.unique("vin", keep="first", maintain_order=True)
+    frame = frame.sort("vin")
+    db.connection.register("plan_roster_frame", frame.select("vin").to_arrow())
+    try:
+        decoded = db.query("plan_roster_frame")
+        statuses = db.query("plan_status_frame", datasets=datasets)
+    finally:
+        db.connection.unregister("plan_roster_frame")
+    if decoded.height:
+        frame = frame.join(decoded, on="vin", how="left", maintain_order="left")
+    else:
+        frame = frame.with_columns(pl.lit(None, pl.Boolean).alias("specs_international"))
+    return with_market(frame), statuses
+
+
+DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "condition", "last_fetched_at", "last_outcome")
+
+
+def _due(scope: pl.DataFrame, statuses: pl.DataFrame, dataset: str, *, force: bool, fresh_after: datetime,
+         no_data_after: datetime) -> pl.DataFrame:
+    """The VINs of `scope` (in its order) whose `dataset` answer is missing or stale; all of them with `force`.
+
+    A "no data" answer (404) is fresh only until `no_data_after`.
+    """
+    last = (statuses.filter(pl.col("dataset") == dataset)
+            .select("vin", pl.col("fetched_at").alias("last_fetched_at"), pl.col("outcome").alias("last_outcome")))
+    rows = scope.select("vin", "state", "mileage", "mileage_unit", "condition")
+    if last.height:
+        rows = rows.join(last, on="vin", how="left", maintain_order="left")
+    else:  # nothing answered yet (a new fleet): no join to pay
+        rows = rows.with_columns(pl.lit(None, statuses.schema["fetched_at"]).alias("last_fetched_at"),
+                                 pl.lit(None, pl.String).alias("last_outcome"))
+    if force:
+        return rows.select(DUE_COLUMNS)
+    window = pl.when(pl.col("last_outcome") == NO_DATA).then(pl.lit(no_data_after)).otherwise(pl.lit(fresh_after))
+    stale = pl.col("last_fetched_at").is_null() | (pl.col("last_fetched_at") < window)
+    return rows.filter(stale).select(DUE_COLUMNS)
+
+
+def _stage(due: pl.DataFrame, path: Path, staged: list[tuple[pl.DataFrame, str]]) -> str:
+    """Write a due list as uncompressed Parquet (a third of zstd's time; the file lives one run), unless an
+    identical list was just staged for another dataset: a new fleet's datasets mostly share one."""
+    never_answered = due["last_fetched_at"].null_count() == due.height
+    for earlier, earlier_path in staged:
+        # Rows come from one roster row per VIN: lists with the same VINs and no last answer are equal.
+        if (earlier.height == due.height and never_answered and earlier["last_fetched_at"].null_count() == due.height
+                and earlier["vin"].equals(due["vin"])):
+            return earlier_path
+    due.write_parquet(path, compression="uncompressed")
+    staged.append((due, str(path)))
+    return str(path)
 
 
 def age_text(window: timedelta) -> str:

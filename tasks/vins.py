@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import polars as pl
+import pyarrow as pa
 
 MISSING = "missing"
 WRONG_LENGTH = "wrong_length"
@@ -37,6 +39,13 @@ WEIGHTS = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
 _TRANSLITERATION_BY_BASE36 = pl.Series(
     "transliteration", [TRANSLITERATION.get(c, 0) for c in "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"], dtype=pl.Int64
 )
+_TRANSLITERATION_BY_BYTE = np.zeros(256, dtype=np.float32)
+_WEIGHTS = np.array(WEIGHTS, dtype=np.float32)
+_BLOCK = 262_144  # VINs per numpy block
+for _char, _value in TRANSLITERATION.items():
+    _TRANSLITERATION_BY_BYTE[ord(_char)] = _value
+_ALLOWED_BYTE = np.zeros(256, dtype=bool)
+_ALLOWED_BYTE[list(b"ABCDEFGHJKLMNPRSTUVWXYZ0123456789")] = True
 _ALLOWED_RE = re.compile(ALLOWED_PATTERN)
 # Spaces, dashes and the invisible characters a copy from a web page or a spreadsheet brings along
 # (zero-width space/joiners, word joiner, a stray BOM): none is ever part of a VIN.
@@ -81,22 +90,36 @@ def check_digit_valid_expr(vin: pl.Expr | str) -> pl.Expr:
 
 
 def with_check_digit_valid(frame: pl.DataFrame, vin: str = "vin", name: str = "check_digit_valid") -> pl.DataFrame:
-    """`frame` plus `name` = check_digit_valid_expr(vin), summed one position at a time.
+    """`frame` plus `name` = check_digit_valid_expr(vin), computed on the VINs' bytes with numpy.
 
-    Same result as the expression, but on millions of rows it is about twice as fast and holds one
-    intermediate column at a time instead of seventeen.
+    Same result as the expression; on a million rows it takes tens of milliseconds where sixteen
+    string slices per row took about a second (the dry run of a large fleet pays it).
     """
-    table = pl.lit(_TRANSLITERATION_BY_BASE36)
-    total = f"_{name}_sum"
-    frame = frame.with_columns(pl.lit(0, dtype=pl.Int64).alias(total))
-    for position, weight in enumerate(WEIGHTS):
-        if weight:
-            index = pl.col(vin).str.slice(position, 1).str.to_integer(base=36, strict=False)
-            frame = frame.with_columns(pl.col(total) + table.gather(index) * weight)
-    remainder = pl.col(total) % 11
-    check = pl.when(remainder == 10).then(pl.lit("X")).otherwise(remainder.cast(pl.String))
-    valid = pl.when(pl.col(vin).str.contains(ALLOWED_PATTERN)).then(pl.col(vin).str.slice(8, 1) == check)
-    return frame.with_columns(valid.alias(name)).drop(total)
+    vins = frame[vin].cast(pl.String)
+    # Only a 17-byte VIN can be 17 allowed characters; its bytes are checked against the alphabet here.
+    sized = (vins.str.len_bytes() == VIN_LENGTH).fill_null(False).to_numpy()
+    allowed = np.zeros(len(vins), dtype=bool)
+    valid = np.zeros(len(vins), dtype=bool)
+    if sized.any():
+        matching = vins.filter(pl.Series(sized)).to_arrow(compat_level=pl.CompatLevel.oldest())
+        text = pa.concat_arrays(matching.chunks) if isinstance(matching, pa.ChunkedArray) else matching
+        text = text.cast(pa.large_string())
+        start = text.offset * VIN_LENGTH  # offsets of equal-length strings: their bytes lie end to end
+        joined = np.frombuffer(text.buffers()[2], dtype=np.uint8)[start : start + len(text) * VIN_LENGTH]
+        chars = joined.reshape(-1, VIN_LENGTH)
+        ok = np.empty(len(chars), dtype=bool)
+        digit_ok = np.empty(len(chars), dtype=bool)
+        for start in range(0, len(chars), _BLOCK):  # in blocks: the float matrix of 4M VINs would be 272 MB
+            block = chars[start : start + _BLOCK]
+            ok[start : start + _BLOCK] = _ALLOWED_BYTE[block].all(axis=1)
+            # float32 sums are exact here (at most 17 * 9 * 10) and use BLAS instead of an integer loop.
+            remainder = np.rint(_TRANSLITERATION_BY_BYTE[block] @ _WEIGHTS).astype(np.int64) % 11
+            digit_ok[start : start + _BLOCK] = block[:, 8] == np.where(remainder == 10, ord("X"), ord("0") + remainder)
+        allowed[sized] = ok
+        valid[sized] = ok & digit_ok
+    # Null where the VIN is not 17 allowed characters, as in the expression.
+    column = pl.select(pl.when(pl.lit(pl.Series(allowed))).then(pl.lit(pl.Series(name, valid)))).to_series().alias(name)
+    return frame.with_columns(column)
 
 
 def is_north_american_expr(vin: pl.Expr | str) -> pl.Expr:

@@ -90,3 +90,36 @@ def test_vehicles_a_dataset_cannot_answer_for_are_not_applicable_not_due(tmp_pat
         assert pl.read_parquet(plan.datasets["lien_theft"].path)["vin"].to_list() == [na, in_texas]
         assert europe not in pl.read_parquet(plan.datasets["recalls"].path)["vin"].to_list()
         assert plan.estimated_units == 4 + 3 + 2 + 2 + 3 + 4
+
+
+def test_a_plan_from_the_roster_as_read_equals_the_plan_from_the_landed_roster(tmp_path):
+    """A dry run may plan from the fleet as read, without landing its roster first: same counts, same due lists."""
+    from datetime import datetime, timezone
+
+    import polars as pl
+
+    from tasks.plan import ALL_DATASETS, make_plan
+    from tasks.storage import open_database
+
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text("vin,state,mileage,country\n1HGCM82633A004352,,12000,\nWBA3A5C50DF123456,,,DE\n"
+                     "JTDKARFU4HL133505,TX,5 km,\n2T1BURHE0JC012345,ON,,\n1HGCM82633A004363,CA,7,\n")
+    from tasks.ingest import read_fleet
+
+    roster = read_fleet(fleet).roster
+    now = datetime.now(timezone.utc)
+    with open_database(tmp_path / "fleet.duckdb") as db:
+        old = db.start_run("refresh", ["fleet.csv"])  # one VIN answered specs and market value before
+        db.land("vehicles", roster.head(1), old)
+        db.land("fetch_status", pl.DataFrame({"vin": [roster["vin"][0]] * 2, "dataset": ["specs", "market_value"],
+                                              "outcome": ["found", "no_data"]}), old)
+        run = db.start_run("refresh", ["fleet.csv"])
+        unlanded = make_plan(db, run, ALL_DATASETS, tmp_path / "a", roster=roster, now=now)
+        db.land("vehicles", roster, run)
+        landed = make_plan(db, run, ALL_DATASETS, tmp_path / "b", now=now)
+    assert landed.datasets["specs"].skipped_fresh == 1  # the test means something: one VIN is fresh
+    for name, expected in landed.datasets.items():
+        got = unlanded.datasets[name]
+        assert {**vars(got), "path": None} == {**vars(expected), "path": None}, name
+        if expected.path:
+            assert pl.read_parquet(got.path).equals(pl.read_parquet(expected.path)), name

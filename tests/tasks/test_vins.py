@@ -76,3 +76,14 @@ def test_frame_helper_matches_expression():
     from tasks.vins import with_check_digit_valid
 
     assert with_check_digit_valid(frame).select("check_digit_valid").equals(expected)
+
+
+def test_frame_helper_matches_expression_across_its_blocks(monkeypatch):
+    """The bytes are checked in blocks: every block boundary keeps each VIN's own answer."""
+    import tasks.vins as vins_module
+
+    monkeypatch.setattr(vins_module, "_BLOCK", 2)
+    values = [c[1] for c in CASES] + ["1hgcm82633a004352", "1HGCM82633A004352", "1HGCM82633A00435", None, "ÄHGCM82633A00435"]
+    frame = pl.DataFrame({"vin": values * 3}, schema={"vin": pl.String})
+    expected = frame.select(check_digit_valid_expr("vin").alias("check_digit_valid"))
+    assert vins_module.with_check_digit_valid(frame).select("check_digit_valid").equals(expected)

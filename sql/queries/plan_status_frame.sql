@@ -1,0 +1,5 @@
+-- `plan_status`, for the roster registered as `plan_roster_frame` (tasks/plan.py).
+SELECT f.vin, f.dataset, f.fetched_at, f.outcome
+FROM fetch_status AS f
+WHERE list_contains($datasets, f.dataset)
+  AND f.vin IN (SELECT vin FROM plan_roster_frame);
