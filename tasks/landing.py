@@ -64,7 +64,7 @@ def raw_frame(result: ChunkResult) -> pl.DataFrame:
     rows = [
         {"dataset": FAILURE_DATASET.get(result.dataset, result.dataset), "vin": vin, "batch_id": None,
          "endpoint": endpoint, "request_params": {"vin": vin, **result.requests.get(vin, {})}, "status": 200,
-         "body": answer.raw, "fetched_at": at}
+         "body": orjson.loads(answer) if isinstance(answer, bytes) else answer.raw, "fetched_at": at}
         for vin, answer, at in result.found
     ]
     return staging.raw_responses_frame(rows)
