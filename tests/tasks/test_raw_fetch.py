@@ -34,3 +34,22 @@ async def test_a_chunk_keeps_the_answers_bytes_and_builds_no_model(sandbox, sett
     for vin, body, _ in result.found:
         assert isinstance(body, bytes) and body == staged[vin]
         assert orjson.loads(body)  # the answer's JSON, as the service sent it (redacted)
+
+
+def test_reparse_shreds_stored_answers_without_a_model(monkeypatch):
+    """`backfill --reparse` lands stored answers through the same SQL, no model per answer either."""
+    from datetime import datetime, timezone
+
+    from connectors.sandbox import vehicles as sandbox_vehicles
+    from tasks.backfill import parse_raw_rows
+
+    built: list[str] = []
+    validate = Result.model_validate.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(Result, "model_validate",
+                        classmethod(lambda cls, *a, **k: built.append(cls.__name__) or validate(cls, *a, **k)))
+    at = datetime(2026, 5, 1, tzinfo=timezone.utc)
+    rows = [{"run_id": "r", "fetched_at": at, "vin": vin, "endpoint": "specs", "batch_id": None, "request_params": "{}",
+             "body": orjson.dumps(sandbox_vehicles.specs(vin)).decode()} for vin in VINS[:3]]
+    by_run, counts = parse_raw_rows("specs", rows)
+    assert counts == {"found": 3, "failed": 0, "skipped": 0} and built == []
+    assert sorted(by_run["r"]["specs"]["vin"].to_list()) == sorted(VINS[:3])
