@@ -2,8 +2,8 @@
 
 Re-fetching reuses the refresh's chunk task (`fetch_dataset_chunk`); only the VIN lists
 differ: VINs given by hand or a run's open failures, staged as Parquet like a plan.
-Re-parsing reads `raw_responses`, rebuilds the models with `from_payload` and lands
-them through the same staging functions as a fresh fetch, without any HTTP call.
+Re-parsing reads `raw_responses` and lands them through the same SQL shredding as a fresh
+fetch (tasks/shred.py, `sql/shred/`), without any HTTP call.
 Rows re-parsed land under the run that fetched them, so a re-parse replaces rows
 (recall checks are keyed by run) instead of adding copies.
 """
@@ -26,9 +26,9 @@ from connectors import models as m
 
 from . import progress, session, staging
 from .enrich import DATASETS as ENRICHMENT
-from .enrich import ChunkResult
+from .enrich import ChunkResult, raw_answer
 from .journal import land_journals
-from .landing import DATA_FRAMES, fetch_status_frame
+from .landing import data_frames, fetch_status_frame
 from .logtext import fields
 from .plan import ALL_DATASETS, DatasetPlan, Plan
 from .refresh import TASK, staging_dir
@@ -185,7 +185,7 @@ def parse_raw_rows(dataset: str, rows: list[dict[str, Any]]) -> tuple[dict[str, 
                 counts["skipped"] += 1  # a model listing: which VINs it settled is not in the answer
                 continue
             else:
-                model = MODELS[dataset].from_payload(body)
+                answer = raw_answer(ENRICHMENT[fetched_as], body)  # its shape checked, as a fetch checks it
                 asked = json.loads(row["request_params"] or "{}")
                 asked.pop("vin", None)
                 layers, asks = found[run], requests[run]
@@ -193,7 +193,7 @@ def parse_raw_rows(dataset: str, rows: list[dict[str, Any]]) -> tuple[dict[str, 
                 if depth == len(layers):
                     layers.append([])
                     asks.append({})
-                layers[depth].append((row["vin"], model, at))
+                layers[depth].append((row["vin"], answer, at))
                 asks[depth][row["vin"]] = asked
         except (ValidationError, MalformedResponseError, ValueError, TypeError, AttributeError):
             counts["failed"] += 1
@@ -204,7 +204,7 @@ def parse_raw_rows(dataset: str, rows: list[dict[str, Any]]) -> tuple[dict[str, 
         parts: dict[str, list[pl.DataFrame]] = defaultdict(list)
         for layer, layer_asks in zip(found.get(run, []), requests.get(run, [])):
             result = ChunkResult(fetched_as, found=layer, requests=layer_asks)
-            for table, frame in DATA_FRAMES[fetched_as](result).items():
+            for table, frame in data_frames(result).items():
                 parts[table].append(frame)
         if batch_checks.get(run):
             parts["recall_checks"] = batch_checks[run] + parts.get("recall_checks", [])

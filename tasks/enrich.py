@@ -9,10 +9,13 @@ refusal, a cancellation or a pause, no new call starts, and a retry waits withou
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
+
+import orjson
 
 from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings, estimate_units
 from connectors import errors as e
@@ -36,6 +39,11 @@ class Dataset:
     # The markets the service answers this dataset for (tasks/markets.py); None = every vehicle.
     # Other vehicles are `not_applicable`: planned out, never called, never failed.
     markets: frozenset[str] | None = None
+    # The query a chunk's call sends (beyond the key): the typed `call`'s, without its model.
+    params: Callable[[str, Mapping[str, Any]], dict[str, Any]] = lambda vin, row: {"vin": vin}
+    # The top-level members the answer must have the type of, when present (the models' shape, checked
+    # without building them): a wrong-shape answer fails its call, as a model's validation would.
+    shape: Mapping[str, type | tuple[type, ...]] = field(default_factory=dict)
 
 
 # Where `/v2/marketvalue` takes a `state` (a US state, DC included) and where it counts kilometres.
@@ -67,6 +75,16 @@ def valuation_request(row: Mapping[str, Any]) -> dict[str, Any]:
             "condition": row.get("condition") or None}
 
 
+def _value_params(vin: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    asked = valuation_request(row)
+    return {"vin": vin, "state": asked["state"], "mileage": asked["mileage"], "condition": asked["condition"]}
+
+
+_LIST, _OBJECT = list, dict
+_HISTORY_SHAPE = {k: _LIST for k in ("junkAndSalvageInformation", "insuranceInformation", "brandsInformation",
+                                      "currentTitleInformation", "historyInformation")}
+
+
 def _value(client: AsyncVehicleDataClient, vin: str, row: Mapping[str, Any]) -> Awaitable[Any]:
     asked = valuation_request(row)
     return client.market_value(vin, state=asked["state"], mileage=asked["mileage"], condition=asked["condition"])
@@ -77,20 +95,24 @@ DATASETS: dict[str, Dataset] = {
     for d in (
         # Every vehicle: "Decode a 17-character VIN into specifications ..., with an international-VIN
         # fallback" (disableIntVINDecoding is never sent, so a non-US VIN is decoded by the fallback).
-        Dataset("specs", "specs", lambda c, vin, row: c.specs(vin)),
+        Dataset("specs", "specs", lambda c, vin, row: c.specs(vin),
+                shape={"attributes": _OBJECT, "colors": _LIST, "equipment": _OBJECT, "warranties": _LIST}),
         # US and Canada: "state (optional US state ...)", "mileage (... miles in the US, kilometers in Canada)".
-        Dataset("market_value", "market-value", _value, valuation_request, markets=frozenset({"US", "CA"})),
+        Dataset("market_value", "market-value", _value, valuation_request, markets=frozenset({"US", "CA"}),
+                params=_value_params, shape={"mileage_list": _LIST, "add_deduct_list": _LIST}),
         # US: the report is title records ("junkAndSalvageInformation", "brandsInformation",
         # "currentTitleInformation"), which US states keep; the issue lists it with the US-only services.
-        Dataset("history", "history", lambda c, vin, row: c.history(vin), markets=frozenset({"US"})),
+        Dataset("history", "history", lambda c, vin, row: c.history(vin), markets=frozenset({"US"}),
+                shape=_HISTORY_SHAPE),
         # US: "Lien and theft records by VIN (US)".
-        Dataset("lien_theft", "lien-theft", lambda c, vin, row: c.lien_theft(vin), markets=frozenset({"US"})),
+        Dataset("lien_theft", "lien-theft", lambda c, vin, row: c.lien_theft(vin), markets=frozenset({"US"}),
+                shape={"events": _LIST}),
         # Every vehicle: "Registered-owner lookup by VIN (enterprise plans only)" names no country.
-        Dataset("ownership", "ownership", lambda c, vin, row: c.ownership(vin)),
+        Dataset("ownership", "ownership", lambda c, vin, row: c.ownership(vin), shape={"owners": _LIST}),
         # North America, for the batch check and the per-VIN details alike: the campaigns are NHTSA's
         # ("nhtsa_campaign_number"), and North American VINs are the ones NHTSA's rules shape.
         Dataset("recall_details", "recalls", lambda c, vin, row: c.recalls(vin),
-                markets=frozenset({"US", "CA", "MX"})),
+                markets=frozenset({"US", "CA", "MX"}), shape={"data": _OBJECT}),
     )
 }
 
@@ -215,11 +237,13 @@ async def fetch_chunk(
             reserved.add(vin)
         passes[vin] = leave
         try:
-            answer = await spec.call(client, vin, row)
+            # The answer as the bytes to stage (redacted by the client), never a model: landing
+            # shreds them in SQL (tasks/shred.py).
+            answer = raw_answer(spec, (await client.request(spec.endpoint, spec.params(vin, row))).body)
             at = _now()
             result.found.append((vin, answer, at))
             result.requests[vin] = asked = spec.request(row)
-            settled(vin, "found", at, body=answer.raw, request=asked)
+            settled(vin, "found", at, body=answer, request=asked)
         except e.NotFoundError as exc:
             if isinstance(exc, (e.FeatureNotEnabledError, e.InvalidRegionError)):
                 result.failed.append(failure := _failure(vin, dataset, exc, job.call.attempts))
@@ -248,6 +272,23 @@ async def fetch_chunk(
         result.handed_off.append(job.item["vin"])
         release(job.item["vin"])
     return result
+
+
+def raw_answer(spec: Dataset, body: Any) -> bytes:
+    """The answer's JSON bytes, once its top-level shape is the one the dataset's model expects."""
+    if not isinstance(body, dict):
+        raise e.MalformedResponseError(f"{spec.endpoint} answered 200 with a body that is not a JSON object",
+                                       endpoint=spec.endpoint, status=200)
+    for member, kind in spec.shape.items():
+        value = body.get(member)
+        if value is not None and not isinstance(value, kind):
+            raise e.MalformedResponseError(
+                f"{spec.endpoint} answered 200 with a body that does not match its schema ({member}: not "
+                f"{'an object' if kind is dict else 'a list'})", endpoint=spec.endpoint, status=200)
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # an integer beyond 64 bits, a key that is not a string
+        return json.dumps(body, default=str).encode()
 
 
 def _failure(vin: str, dataset: str, exc: e.VehicleDataError, attempts: int) -> dict[str, Any]:

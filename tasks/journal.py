@@ -110,8 +110,8 @@ class AnswerJournal:
                retryable: bool | None = None) -> None:
         """The VIN's final answer, on the row of the attempt that settled it."""
         data = None
-        if body is not None:
-            data = self._redact_bytes(_json_bytes(body))
+        if body is not None:  # bytes: the answer as staged by the fetch; else a model's or a dict's JSON
+            data = self._redact_bytes(body if isinstance(body, bytes) else _json_bytes(body))
         asked = json.dumps(request, default=str) if request else None
         self._add(call, vin, outcome, at, asked, data, self._redact(message) if message else None, retryable)
 

@@ -1,4 +1,10 @@
-"""Turn what a chunk fetched into table frames and land them in one transaction."""
+"""Turn what a chunk fetched into table frames and land them in one transaction.
+
+The data tables' rows come from the staged answers (the journal's Arrow rows: the redacted bytes the
+service sent, per VIN) shredded in DuckDB SQL (tasks/shred.py, `sql/shred/<table>.sql`); the pydantic
+models are the library's contract, and `DATA_FRAMES` (their rows) is what the equivalence test holds
+the SQL to.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +12,20 @@ import json
 from datetime import datetime
 from typing import Any
 
+import orjson
 import polars as pl
+import pyarrow as pa
 
 from . import staging
 from .enrich import DATASETS, ChunkResult
+from .shred import shred
 from .storage import Database
 
 FETCH_STATUS_SCHEMA: staging.Schema = {"vin": pl.String, "dataset": pl.String, "outcome": pl.String, "fetched_at": staging.TS}
 OWNERSHIP_SCHEMA: staging.Schema = {"vin": pl.String, "owner_count": pl.Int32, "vehicle": pl.String, "owners": pl.String,
                                     "fetched_at": staging.TS}
 
-# Which table a dataset's answers land in, and how they are staged.
+# Which table a dataset's answers land in, and how the models stage them (the contract the SQL is held to).
 DATA_FRAMES = {
     "specs": lambda r: {"specs": staging.specs_frame(r.found)},
     "market_value": lambda r: {"market_values": staging.market_values_frame(r.found, r.requests)},
@@ -55,15 +64,53 @@ def raw_frame(result: ChunkResult) -> pl.DataFrame:
     rows = [
         {"dataset": FAILURE_DATASET.get(result.dataset, result.dataset), "vin": vin, "batch_id": None,
          "endpoint": endpoint, "request_params": {"vin": vin, **result.requests.get(vin, {})}, "status": 200,
-         "body": answer.raw, "fetched_at": at}
+         "body": orjson.loads(answer) if isinstance(answer, bytes) else answer.raw, "fetched_at": at}
         for vin, answer, at in result.found
     ]
     return staging.raw_responses_frame(rows)
 
 
+STAGED_SCHEMA = pa.schema([("vin", pa.string()), ("outcome", pa.string()), ("answered_at", pa.timestamp("us", tz="UTC")),
+                           ("request", pa.string()), ("body", pa.binary())])
+
+
+def body_bytes(answer: Any) -> bytes:
+    """An answer as the JSON bytes staged for shredding: bytes as received, else a model's or a dict's JSON."""
+    if isinstance(answer, (bytes, bytearray, memoryview)):
+        return bytes(answer)
+    body = answer.raw if hasattr(answer, "raw") else answer
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # an integer beyond 64 bits, a key that is not a string
+        return json.dumps(body, default=str).encode()
+
+
+def staged_answers(result: ChunkResult) -> pa.Table:
+    """The chunk's final answers in the journal's staged shape (the columns shredding reads)."""
+    vins = [vin for vin, _, _ in result.found] + [vin for vin, _ in result.no_data]
+    outcomes = ["found"] * len(result.found) + ["no_data"] * len(result.no_data)
+    times = [at for _, _, at in result.found] + [at for _, at in result.no_data]
+    requests = [json.dumps(result.requests[vin], default=str) if result.requests.get(vin) else None
+                for vin, _, _ in result.found] + [None] * len(result.no_data)
+    bodies = [body_bytes(answer) for _, answer, _ in result.found] + [None] * len(result.no_data)
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip((vins, outcomes, times, requests, bodies),
+                                                                        STAGED_SCHEMA)], schema=STAGED_SCHEMA)
+
+
+def data_frames(result: ChunkResult) -> dict[str, pl.DataFrame]:
+    """The data tables' rows of a chunk: its staged answers shredded in SQL."""
+    return {table: _polars(rows) for table, rows in shred(result.dataset, staged_answers(result)).items()}
+
+
+def _polars(table: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
 def land_enrichment(db: Database, run_id: str, result: ChunkResult) -> dict[str, int]:
     """Land a chunk: its data, freshness, failures, calls and raw answers, all or nothing."""
-    frames: dict[str, pl.DataFrame] = dict(DATA_FRAMES[result.dataset](result))
+    frames: dict[str, pl.DataFrame | pa.Table] = dict(data_frames(result))
     if result.dataset in FAILURE_DATASET:
         failures = [{**f, "dataset": FAILURE_DATASET[result.dataset]} for f in result.failed]
     else:

@@ -14,5 +14,10 @@ USING (
     FROM incoming QUALIFY row_number() OVER (PARTITION BY vin ORDER BY fetched_at DESC) = 1
 ) AS s
 ON t.vin = s.vin
+-- The same data again (a forced refresh, a replayed journal, a re-parse): only the receipt moves on, so
+-- identical rows do not pay a whole-row update.
+WHEN MATCHED AND s.fetched_at >= t.fetched_at AND row(s.brands_record_count, s.vin_changed, s.title_brands, s.junk_and_salvage_information, s.insurance_information, s.brands_information, s.current_title_information, s.history_information)
+         IS NOT DISTINCT FROM row(t.brands_record_count, t.vin_changed, t.title_brands, t.junk_and_salvage_information, t.insurance_information, t.brands_information, t.current_title_information, t.history_information)
+    THEN UPDATE SET run_id = s.run_id, fetched_at = s.fetched_at
 WHEN MATCHED AND s.fetched_at >= t.fetched_at THEN UPDATE
 WHEN NOT MATCHED THEN INSERT BY NAME;

@@ -8,5 +8,10 @@ WHERE EXISTS (SELECT 1 FROM fetch_status AS f
 MERGE INTO ownership_records AS t
 USING (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin ORDER BY fetched_at DESC) = 1) AS s
 ON t.vin = s.vin
+-- The same data again (a forced refresh, a replayed journal, a re-parse): only the receipt moves on, so
+-- identical rows do not pay a whole-row update.
+WHEN MATCHED AND s.fetched_at >= t.fetched_at AND row(s.owner_count, s.vehicle, s.owners)
+         IS NOT DISTINCT FROM row(t.owner_count, t.vehicle, t.owners)
+    THEN UPDATE SET run_id = s.run_id, fetched_at = s.fetched_at
 WHEN MATCHED AND s.fetched_at >= t.fetched_at THEN UPDATE
 WHEN NOT MATCHED THEN INSERT BY NAME;

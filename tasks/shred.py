@@ -1,0 +1,74 @@
+"""Staged answers -> typed table rows, in DuckDB SQL (`sql/shred/<table>.sql`), one statement per table.
+
+The staged answers are the journal's rows (tasks/journal.py SCHEMA: vin, outcome, answered_at, request,
+body as the redacted JSON bytes the service sent). The SQL reads them as Arrow and gives the rows the
+result models give (tests/tasks/test_shred_equivalence.py holds both to the same corpus), without a
+model or a dict per answer. It runs on a connection of its own (in memory, one per thread), so shredding
+never holds the store's writer lock; the store lands what it gives as it lands any frame.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from .storage import SQL_DIR, _statements
+
+SHRED_DIR = SQL_DIR / "shred"
+# The tables a dataset's answers land in, in landing order (campaigns before the check that closes
+# what it no longer lists, see tasks/landing.py).
+TABLES: dict[str, tuple[str, ...]] = {
+    "specs": ("specs",),
+    "market_value": ("market_values",),
+    "history": ("history_reports",),
+    "lien_theft": ("lien_theft_events",),
+    "ownership": ("ownership_records",),
+    "recall_details": ("recalls", "recall_checks"),
+}
+
+_local = threading.local()
+
+
+def _read(name: str) -> list[str]:
+    return _statements((SHRED_DIR / name).read_text(encoding="utf-8"))
+
+
+def _connection() -> duckdb.DuckDBPyConnection:
+    con = getattr(_local, "connection", None)
+    if con is None:
+        con = duckdb.connect(":memory:")
+        con.execute("SET TimeZone = 'UTC'")
+        for statement in _read("_macros.sql"):
+            con.execute(statement)
+        _local.connection = con
+        _local.selects = {}
+    return con
+
+
+def _select(table: str) -> str:
+    selects: dict[str, str] = _local.selects
+    if table not in selects:
+        selects[table] = _read(f"{table}.sql")[0]
+    return selects[table]
+
+
+def shred(dataset: str, answers: pa.Table) -> dict[str, pa.Table]:
+    """The rows of each table `dataset`'s staged `answers` land in (found answers; no-data ones for checks)."""
+    con = _connection()
+    con.register("answers", answers)
+    try:
+        for statement in _read("_answers.sql"):
+            con.execute(statement)
+        return {table: con.sql(_select(table)).to_arrow_table() for table in TABLES[dataset]}
+    finally:
+        con.unregister("answers")
+
+
+def shred_file(dataset: str, path: Path) -> dict[str, pa.Table]:
+    """`shred` over a journal file read whole."""
+    from .journal import read_journal
+
+    return shred(dataset, read_journal(path).table)
