@@ -106,3 +106,14 @@ def test_staging_on_s3_lands_everything_and_leaves_no_staged_object(service, fle
     assert len(staged) == 4  # one staged file per chunk went through the bucket...
     assert s3.list_objects_v2(Bucket="fleet-staging").get("KeyCount", 0) == 0  # ...and none is left
     assert not list((Path(db_path).parent / "staging").glob("*/answers/*"))
+
+
+@pytest.mark.parametrize("flags, named", [(["--workers", "0"], "--workers 0"), (["--dask", "localhost"], "--dask localhost"),
+                                          (["--staging", "/tmp/x"], "--staging /tmp/x")])
+def test_bad_scale_flags_are_refused_in_one_line_before_anything_starts(fleet_file, tmp_path, flags, named):
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "refresh", fleet_file(4), "--db", str(tmp_path / "f.duckdb"),
+                           *flags], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "VDS_API_KEY": "k", "VDS_BASE_URL": "http://127.0.0.1:9"})
+    assert done.returncode == 2, done.stderr
+    assert named in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "f.duckdb").exists()
