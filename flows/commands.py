@@ -56,14 +56,31 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
                    help="post what changed to this webhook (JSON with a Slack-compatible text); nothing when nothing changed")
     p.add_argument("--value-move", type=float, default=DEFAULT_VALUE_MOVE, metavar="PERCENT",
                    help=f"a value that moved more than this from the vehicle's previous one is a change (default {DEFAULT_VALUE_MOVE:g})")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="fetch in N processes of this machine (default: the flow's threads); --concurrency is per process")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="fetch on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 (its workers need VDS_API_KEY)")
+    p.add_argument("--staging", metavar="URL",
+                   help="stage fetched answers on object storage, e.g. s3://bucket/prefix (default: beside --db)")
     add_wait_flag(p)
     p.set_defaults(run=run_refresh)
+
+
+def check_scale_flags(args: argparse.Namespace) -> None:
+    """--workers, --dask and --staging: refused in one line before anything starts."""
+    if args.workers is not None and args.workers < 1:
+        raise CommandError(f"--workers {args.workers}: give a number of processes of 1 or more")
+    if args.dask is not None and "://" not in args.dask:
+        raise CommandError(f"--dask {args.dask}: give the scheduler's address, e.g. tcp://127.0.0.1:8786")
+    if args.staging is not None and "://" not in args.staging:
+        raise CommandError(f"--staging {args.staging}: give an object-storage URL, e.g. s3://bucket/prefix")
 
 
 def run_refresh(args: argparse.Namespace) -> int:
     from tasks.ingest import FleetFileError, read_fleet
 
     check_refresh(args)  # arguments, paths, settings: refused here, before anything is written or started
+    check_scale_flags(args)
     datasets = [d.strip() for d in args.datasets.split(",") if d.strip()]
     freshness = args.fresh
     try:
@@ -136,6 +153,7 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
                         webhook_url=args.webhook_url, webhook_listen=args.webhook_listen,
                         recall_details_by=args.recall_details, plates=args.plates, run_id=run_id,
                         notify=args.notify, value_move=args.value_move,
+                        workers=args.workers, dask=args.dask, staging=args.staging,
                     )
     except RunCancelled as exc:
         print(f"cancelled: {exc}", file=sys.stderr)

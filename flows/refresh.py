@@ -7,6 +7,7 @@ model (`--recall-details model`), they come last: they group VINs by the specs' 
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections import deque
 from datetime import datetime, timezone
@@ -15,6 +16,7 @@ from typing import Any
 from prefect import flow
 from prefect.futures import as_completed
 
+from flows.fetchers import Fetchers, chunk_counts
 from flows.defaults import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE  # absolute: Prefect loads this file by path
 from flows.naming import as_flow_run, records_failure, run_name
 from flows.processes import die_with_parent_process
@@ -28,7 +30,6 @@ from tasks.summary import (add_counts, budget_left, final_status, record_batch, 
                            start_summary)
 from tasks.refresh import (
     check_recalls,
-    fetch_dataset_chunk,
     finish_refresh,
     ingest_fleet,
     plan_dry_run,
@@ -37,38 +38,39 @@ from tasks.refresh import (
     resolve_plates,
 )
 
-CHUNKS_IN_FLIGHT = 2  # per dataset: one fetching, one landing
 ORDER = ("specs", "recalls", "market_value", "history", "lien_theft", "ownership")
 
 
-def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], db: str, run_id: str, plan: Plan,
+def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetchers: Fetchers, plan: Plan,
                        concurrency: int) -> None:
     """Every dataset's chunks at once, two per dataset in flight, each dataset independent of the others.
 
-    Two, so one chunk fetches while the one before it lands (they take turns to call: see
+    Two, so one chunk fetches while the flow lands the one before it (they take turns to call: see
     tasks/lanes.py, so `concurrency` still bounds the calls in flight per dataset); independent, so a
-    dataset never waits for a slower one's chunk before starting its next.
+    dataset never waits for a slower one's chunk before starting its next. With `--workers N`, N + 1
+    (flows/fetchers.py). Staged files land here, in the flow's process, as they arrive.
     """
     running: dict[Any, str] = {}
 
     def fill(dataset: str) -> None:
         counts, chunks = summary["datasets"][dataset], lanes[dataset]
-        while chunks and sum(d == dataset for d in running.values()) < CHUNKS_IN_FLIGHT:
+        while chunks and sum(d == dataset for d in running.values()) < fetchers.chunks_in_flight:
             offset, length = chunks.popleft()
-            if counts["stop_reason"] or cancelled(run_id):
+            if counts["stop_reason"] or cancelled(fetchers.run_id):
                 counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
                 counts["stop_reason"] = counts["stop_reason"] or CANCELLED
                 continue
-            running[fetch_dataset_chunk.submit(db, run_id, dataset, plan.datasets[dataset].path, offset, length,
-                                               concurrency, None)] = dataset
+            running[fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, concurrency, None)] = dataset
 
     for dataset in lanes:
         fill(dataset)
     while running:
         finished = next(as_completed(list(running)))
         dataset = running.pop(finished)
-        record_chunk(summary["datasets"][dataset], finished.result())
-        fill(dataset)
+        staged = finished.result()
+        record_chunk(summary["datasets"][dataset], chunk_counts(staged))
+        fill(dataset)  # the next chunk fetches while this one lands
+        fetchers.land(dataset, staged)
 
 
 def new_run_id() -> str:
@@ -97,6 +99,9 @@ def refresh_fleet(
     plates: bool = True,
     notify: str | None = None,
     value_move: float = DEFAULT_VALUE_MOVE,
+    workers: int | None = None,
+    dask: str | None = None,
+    staging: str | None = None,
 ) -> dict[str, Any]:
     """Turn fleet files into fresh tables, calling only for what is stale and never paying twice.
 
@@ -109,7 +114,8 @@ def refresh_fleet(
     if dry_run:
         return plan_dry_run(paths, db, run_id, vin_column, datasets, force, freshness, plates, max_units)
     return _refresh(paths, db, lake, datasets, max_units, force, vin_column, freshness, chunk_size, concurrency,
-                    batch_size, webhook_url, webhook_listen, run_id, recall_details_by, plates, notify, value_move)
+                    batch_size, webhook_url, webhook_listen, run_id, recall_details_by, plates, notify, value_move,
+                    workers, dask, staging)
 
 
 @holds_run_lock("refresh")  # one run at a time, also when served or run by a worker
@@ -118,7 +124,8 @@ def refresh_fleet(
 def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], max_units: int | None, force: bool,
              vin_column: str | None, freshness: dict[str, str] | None, chunk_size: int, concurrency: int,
              batch_size: int, webhook_url: str | None, webhook_listen: str | None, run_id: str,
-             recall_details_by: str, plates: bool, notify: str | None, value_move: float) -> dict[str, Any]:
+             recall_details_by: str, plates: bool, notify: str | None, value_move: float, workers: int | None,
+             dask: str | None, staging: str | None) -> dict[str, Any]:
     parameters = {"datasets": datasets, "max_units": max_units, "force": force, "dry_run": False,
                   "freshness": freshness, "chunk_size": chunk_size, "batch_size": batch_size,
                   "recall_details_by": recall_details_by, "plates": plates,
@@ -156,22 +163,24 @@ def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], m
             details = recall_details.submit(db, run_id, None, concurrency, recall_details_by, wait_for=[batch])  # type: ignore[call-overload]
 
     lanes = {d: deque(plan.datasets[d].chunks(chunk_size)) for d in ORDER if d in plan.datasets and d != "recalls"}
-    if parallel:
-        fetch_side_by_side(lanes, summary, db, run_id, plan, concurrency)
-    else:
-        while any(lanes.values()):  # one chunk of each dataset in turn, each task seeing the budget left
+    with Fetchers(db, run_id, workers=workers, dask=dask, staging=staging) as fetchers:  # see flows/fetchers.py
+        if parallel:
+            fetch_side_by_side(lanes, summary, fetchers, plan, concurrency)
+        while not parallel and any(lanes.values()):  # one chunk of each dataset in turn, each task seeing the budget left
             for dataset, chunks in lanes.items():
                 if not chunks:
                     continue
                 offset, length = chunks.popleft()
                 counts = summary["datasets"][dataset]
-                if counts["stop_reason"] or cancelled(run_id):
+                if counts["stop_reason"] or cancelled(fetchers.run_id):
                     counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
                     counts["stop_reason"] = counts["stop_reason"] or CANCELLED
                     continue
-                future = fetch_dataset_chunk.submit(db, run_id, dataset, plan.datasets[dataset].path, offset, length,
-                                                    concurrency, budget)
-                budget = budget_left(budget, record_chunk(counts, future.result()))
+                staged = fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, concurrency, budget).result()
+                budget = budget_left(budget, record_chunk(counts, chunk_counts(staged)))
+                fetchers.land(dataset, staged)
+    if fetchers.pids - {os.getpid()}:
+        summary["fetched_in"] = sorted(fetchers.pids)  # the worker processes that fetched (--workers, --dask)
 
     if batch is not None:
         if parallel:

@@ -9,7 +9,9 @@ parameters, so the key is not recorded in Prefect), and report progress.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -23,10 +25,10 @@ from connectors import Settings
 
 from . import progress, session, stops
 from .changes import lead_with_changes, run_changes
-from .enrich import Budget, fetch_chunk
+from .enrich import Budget, ChunkResult, fetch_chunk
 from .failpoints import failpoint
 from .ingest import read_fleet
-from .journal import AnswerJournal, answers_dir, has_journals, land_journals
+from .journal import AnswerJournal, answers_dir, has_journals, land_journals, read_journal
 from .landing import land_enrichment
 from .lanes import fetch_turn, forget_run
 from .logtext import fields
@@ -36,6 +38,7 @@ from .preview import preview_refresh
 from .recall_batches import run_recall_batches
 from .recall_details import fetch_recall_details
 from .report import report_markdown, write_run_report
+from .staging_store import is_remote, opened, publish, remove
 from .storage import open_database
 from .summary import plan_text, summary_markdown
 
@@ -200,36 +203,91 @@ def recall_details(db_path: str, run_id: str, budget_left: int | None, concurren
     return vars(outcome)
 
 
-@task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
-def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str | None, offset: int, length: int,
-                        concurrency: int, budget_left: int | None) -> dict[str, Any]:
-    """Fetch one dataset for one chunk of due VINs and land it in one transaction.
+def chunk_counts(result: ChunkResult) -> dict[str, Any]:
+    return {"found": len(result.found), "no_data": len(result.no_data), "failed": len(result.failed),
+            "pending": len(result.pending), "calls": len(result.calls), "units": result.units,
+            "stop_reason": result.stop_reason}
 
-    Every answer is journalled in the run's staging folder as it arrives; the journal goes once the
-    landing has committed. A kill or a failed landing leaves it to the next run (`plan_refresh`).
+
+# The chunk's answers as fetched, by staged location, when the fetch ran in the lander's own process
+# (Prefect's default thread runner): landing them needs no second parse of the staged file.
+_fetched_here: dict[str, ChunkResult] = {}
+
+
+def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int, budget_left: int | None,
+                   staging: str) -> tuple[str, ChunkResult]:
+    """Fetch one chunk into its staged journal; returns where the lander finds it. Opens no database.
+
+    `staging` is the run's local answers folder, or an object-storage prefix (tasks/staging_store.py):
+    then the journal is written in a local temporary folder and put there once the chunk is done.
     """
-    assert due_path is not None  # the plan's path, None only for a dataset with nothing due (so no chunk)
-    rows = read_slice(due_path, offset, length)
-    reporter = progress.current()
+    folder = Path(tempfile.gettempdir(), "fleet-staging", run_id) if is_remote(staging) else Path(staging)
+    reporter = progress.current()  # a no-op in another process: the flow advances the bar when the file lands
     with fetch_turn(run_id, dataset) as lane:  # retries still waiting may be handed to the next chunk
         settings = Settings.from_env()
-        with AnswerJournal.create(answers_dir(staging_dir(db_path, run_id)), run_id, dataset,
-                                  secrets=(settings.api_key or "",)) as journal:
+        with AnswerJournal.create(folder, run_id, dataset, secrets=(settings.api_key or "",)) as journal:
             result = asyncio.run(fetch_chunk(
                 dataset, rows, settings=settings, concurrency=concurrency, budget=Budget(budget_left),
                 stops=stops.for_run(run_id), on_progress=lambda n: reporter.advance(dataset, n), journal=journal,
                 lane=lane,
             ))
-    if result.calls or result.failed:
+    return publish(journal.path, staging, run_id), result
+
+
+def land_staged(db_path: str, run_id: str, staged: str, result: ChunkResult | None = None) -> None:
+    """Land one staged chunk in one transaction, then delete its file (the flow's one writer does this).
+
+    A kill or a failed landing leaves a local file to the next run (`plan_refresh`).
+    """
+    if result is None:
+        with opened(staged) as path:
+            journal = read_journal(path)
+            result = journal.chunk_result() if journal.table.num_rows else None
+    if result is not None and (result.calls or result.failed):
         with open_database(db_path) as db:
             land_enrichment(db, run_id, result)
     failpoint("landed")  # crash tests: the chunk landed, its journal not yet deleted
-    journal.delete()
-    if result.calls or result.failed:
+    remove(staged)
+    if result is not None and (result.calls or result.failed):
         session.publish_if_due(db_path)  # analysts see long runs' progress every few minutes
-    counts = {"found": len(result.found), "no_data": len(result.no_data), "failed": len(result.failed),
-              "pending": len(result.pending), "calls": len(result.calls), "units": result.units,
-              "stop_reason": result.stop_reason}
+
+
+@task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
+def fetch_staged_chunk(run_id: str, dataset: str, rows: list[dict], offset: int, length: int, concurrency: int,
+                       budget_left: int | None, staging: str, lander_pid: int = 0) -> dict[str, Any]:
+    """Fetch one dataset for one slice of the due list into a staged file; opens no database.
+
+    Runs in the flow's threads, in worker processes (`--workers`) or on a Dask cluster (`--dask`):
+    the key comes from the environment, the answers go to `staging`. Returns the staged file's
+    location, the chunk's counts and the process that fetched it (`lander_pid`: the flow's process).
+    """
+    staged, result = fetch_to_stage(run_id, dataset, rows, concurrency, budget_left, staging)
+    if os.getpid() == lander_pid:  # the lander is in this process: it takes the answers from memory
+        _fetched_here[staged] = result
+    counts = chunk_counts(result)
+    get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
+    return {**counts, "staged": staged, "pid": os.getpid()}
+
+
+@task(name="land-chunk", task_run_name="land {dataset}", **TASK)
+def land_staged_chunk(db_path: str, run_id: str, dataset: str, staged: str) -> None:
+    """Land a chunk a fetch task staged (from memory when it was fetched in this process)."""
+    land_staged(db_path, run_id, staged, _fetched_here.pop(staged, None))
+
+
+@task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
+def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str | None, offset: int, length: int,
+                        concurrency: int, budget_left: int | None) -> dict[str, Any]:
+    """Fetch one dataset for one chunk of due VINs and land it (backfill's re-fetch; the refresh splits the two).
+
+    Every answer is journalled in the run's staging folder as it arrives; the journal goes once the
+    landing has committed. A kill or a failed landing leaves it to the next run (`plan_refresh`).
+    """
+    assert due_path is not None  # the plan's path, None only for a dataset with nothing due (so no chunk)
+    staged, result = fetch_to_stage(run_id, dataset, read_slice(due_path, offset, length), concurrency, budget_left,
+                                    str(answers_dir(staging_dir(db_path, run_id))))
+    land_staged(db_path, run_id, staged, result)
+    counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
     return counts
 
