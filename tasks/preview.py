@@ -28,7 +28,8 @@ from .plates import settle_at_ingest
 from .storage import Database
 from .summary import plan_text, start_summary
 
-# Tables the preview itself fills (from the fleet file); every other table is the published one.
+# Tables the preview keeps its own (the fleet file's roster is planned as read, never landed); every other
+# table is the published one.
 OWN_TABLES = ("vehicles", "rejected_rows", "schema_migrations")
 
 
@@ -73,10 +74,10 @@ def preview_refresh(
 ) -> Preview:
     """The plan of refreshing `fleet` (read by `read_fleet`) into `db_path`, computed without writing."""
     with read_only_view(db_path) as view, tempfile.TemporaryDirectory(prefix="fleet-plan-") as folder:
-        roster, rejected, counts = fleet.roster, fleet.rejected, fleet.summary()
+        roster, counts = fleet.roster, fleet.summary()
         waiting = Path(folder) / "plates_waiting.parquet"
         if fleet.plates.height:  # settled as the ingest settles them; the rest would be looked up
-            roster, rejected, counts = settle_at_ingest(view, fleet, enabled=plates, waiting_path=waiting)
+            roster, _, counts = settle_at_ingest(view, fleet, enabled=plates, waiting_path=waiting)
         # Planned from the roster as read, not landed: landing a million-row roster costs more time and
         # memory than the rest of the dry run (make_plan gives the same plan either way: tests/tasks/test_plan.py).
         plan: Plan = make_plan(view, run_id, datasets, Path(folder) / "due", force=force,
