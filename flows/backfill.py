@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
+from tasks.datasets import LiveNames, names
 
 from .exitcodes import CANCELLED
 from .locking import add_wait_flag, hold_or_refuse
@@ -23,7 +24,7 @@ from .outcome import exit_code
 from .target import service_settings
 
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
-REPARSE_DATASETS = ("specs", "market_value", "history", "lien_theft", "ownership", "recalls")
+REPARSE_DATASETS = LiveNames(names)  # every dataset's stored answers can be re-parsed
 
 
 class FlowOptions(TypedDict):  # typed per key, so mypy checks `flow(**options)` (a plain dict is dict[str, object])
