@@ -120,3 +120,9 @@ def test_a_dataset_declared_once_is_planned_fetched_landed_and_reparsed(toy, sto
     for run_id, frames in by_run.items():
         store.land_chunk(frames, run_id)
     assert store.sql("SELECT vin, retail FROM legacy_values ORDER BY vin").rows() == landed
+
+
+def test_sql_readme_names_the_registrys_datasets():
+    text = " ".join((ROOT / "sql" / "README.md").read_text(encoding="utf-8").split())
+    listed = re.search(r"`dataset` \(in `failures`, `raw_responses`, `fetch_status`\) is one of (.*?): the names", text)
+    assert listed and re.findall(r"`(\w+)`", listed.group(1)) == list(REGISTRY)
