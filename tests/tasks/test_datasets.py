@@ -86,7 +86,11 @@ def toy(tmp_path, monkeypatch) -> Dataset:
 
 
 def test_a_dataset_declared_once_is_planned_fetched_landed_and_reparsed(toy, store, settings, tmp_path):
+    from flows.backfill import REPARSE_DATASETS
     from flows.checks import datasets as check_datasets
+    from flows.refresh import ORDER as refresh_order
+    from flows.config import _datasets as config_datasets
+    from tasks.backfill import plan_from_frames
     from tasks.backfill import parse_raw_rows
     from tasks.enrich import fetch_chunk
     from tasks.landing import land_enrichment
@@ -96,6 +100,8 @@ def test_a_dataset_declared_once_is_planned_fetched_landed_and_reparsed(toy, sto
     store.connection.execute("CREATE TABLE legacy_values (vin VARCHAR PRIMARY KEY, retail DOUBLE, "
                              "run_id VARCHAR, fetched_at TIMESTAMPTZ)")
     assert check_datasets("specs,legacy_value") == ["specs", "legacy_value"]  # `--datasets`
+    assert config_datasets(["legacy_value"], "fleet.toml") == "legacy_value"  # `datasets = [...]` in fleet.toml
+    assert "legacy_value" in refresh_order and "legacy_value" in REPARSE_DATASETS  # the flows' lanes, `--reparse`
     assert parse_freshness({"legacy_value": "1d"})["legacy_value"] == timedelta(days=1)  # `--fresh`
     assert parse_freshness({})["legacy_value"] == timedelta(days=3)
 
@@ -111,6 +117,9 @@ def test_a_dataset_declared_once_is_planned_fetched_landed_and_reparsed(toy, sto
     landed = store.sql("SELECT vin, retail FROM legacy_values ORDER BY vin").rows()
     assert [v for v, _ in landed] == VINS[:2] and all(r > 0 for _, r in landed)
     assert make_plan(store, run, ["legacy_value"], tmp_path / "due2").datasets["legacy_value"].due == 0  # fresh now
+
+    again = plan_from_frames("b1", {"legacy_value": pl.DataFrame({"vin": VINS[:1]})}, ["legacy_value"], tmp_path / "b")
+    assert (again.datasets["legacy_value"].endpoint, again.datasets["legacy_value"].due) == ("market-value-v1", 1)  # backfill
 
     stored = store.query("raw_responses_to_reparse", dataset="legacy_value", limit=10, offset=0).to_dicts()
     assert len(stored) == 2
