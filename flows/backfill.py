@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
+from tasks.datasets import LiveNames, names
 
 from .exitcodes import CANCELLED
 from .locking import add_wait_flag, hold_or_refuse
@@ -23,7 +24,7 @@ from .outcome import exit_code
 from .target import service_settings
 
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
-REPARSE_DATASETS = ("specs", "market_value", "history", "lien_theft", "ownership", "recalls")
+REPARSE_DATASETS = LiveNames(names)  # every dataset's stored answers can be re-parsed
 
 
 class FlowOptions(TypedDict):  # typed per key, so mypy checks `flow(**options)` (a plain dict is dict[str, object])
@@ -170,7 +171,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", default=DEFAULT_DB, help=f"the published DuckDB file (default {DEFAULT_DB})")
     p.add_argument("--lake", default=DEFAULT_LAKE, help=f"Parquet export folder ('' to skip; default {DEFAULT_LAKE})")
     p.add_argument("--datasets", help=f"comma-separated, from: {', '.join(ALL_DATASETS)} "
-                                      "(default: those with failures, or all but ownership for --vins)")
+                                      f"(default: those with failures, or {','.join(DEFAULT_DATASETS)} for --vins)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--vins", action="append", default=[], metavar="VIN,...", help="VINs (repeatable)")
     which.add_argument("--vins-file", metavar="PATH", help="text/CSV file (one VIN a line or a 'vin' column) or Parquet")

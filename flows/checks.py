@@ -13,6 +13,7 @@ import argparse
 import os
 import socket
 from pathlib import Path
+from typing import Sequence
 from urllib.parse import urlsplit
 
 from .config import ConfigError, check_freshness
@@ -93,7 +94,7 @@ def check_serve(args: argparse.Namespace) -> None:
 # --- arguments -----------------------------------------------------------------------------------
 
 
-def datasets(text: str, allowed: tuple[str, ...] | None = None) -> list[str]:
+def datasets(text: str, allowed: Sequence[str] | None = None) -> list[str]:
     from tasks.plan import ALL_DATASETS
 
     allowed = allowed or ALL_DATASETS

@@ -30,7 +30,7 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", default=DEFAULT_DB, help=f"the published DuckDB file (default {DEFAULT_DB})")
     p.add_argument("--lake", default=DEFAULT_LAKE, help=f"Parquet export folder ('' to skip; default {DEFAULT_LAKE})")
     p.add_argument("--datasets", default=",".join(DEFAULT_DATASETS),
-                   help=f"comma-separated, from: {', '.join(ALL_DATASETS)} (default: all but ownership)")
+                   help=f"comma-separated, from: {', '.join(ALL_DATASETS)} (default: {','.join(DEFAULT_DATASETS)})")
     p.add_argument("--max-units", type=int, help="refuse a plan that costs more; stop cleanly when reached")
     p.add_argument("--force", action="store_true", help="ignore freshness: fetch every VIN again")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its cost; make no call")

@@ -22,6 +22,7 @@ from flows.naming import as_flow_run, records_failure, run_name
 from flows.processes import die_with_parent_process
 
 from tasks.changes import notify_changes
+from tasks.datasets import LiveNames, names
 from tasks.plan import DEFAULT_DATASETS, Plan
 from tasks.stops import CANCELLED
 from tasks.session import holds_run_lock
@@ -38,7 +39,8 @@ from tasks.refresh import (
     resolve_plates,
 )
 
-ORDER = ("specs", "recalls", "market_value", "history", "lien_theft", "ownership")
+# Specs first, the batch-checked recalls next, then every other dataset in the registry's order.
+ORDER = LiveNames(lambda: ["specs", "recalls", *(n for n in names() if n not in ("specs", "recalls"))])
 
 
 def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetchers: Fetchers, plan: Plan,

@@ -18,13 +18,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tasks.datasets import LiveNames, scheduled
 from tasks.plan import ALL_DATASETS
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
 
 RECALLS_CRON = "0 6 * * 1"
 VALUES_CRON = "0 6 1 * *"
-RECALL_DATASETS = ["recalls"]
-VALUE_DATASETS = ["specs", "market_value", "history", "lien_theft"]
+# The datasets each deployment refreshes: the declarations' `schedule` (tasks/datasets.py).
+RECALL_DATASETS = LiveNames(lambda: scheduled("weekly"))
+VALUE_DATASETS = LiveNames(lambda: scheduled("monthly"))
 TIMEZONE = "UTC"
 
 
@@ -50,7 +52,7 @@ def build_deployments(
     common = {"paths": [str(Path(fleet_file).resolve())], "db": str(Path(db).resolve()),
               "lake": str(Path(lake).resolve()) if lake else None}
     plans = [
-        ("weekly-recalls", recalls_cron, RECALL_DATASETS, "Re-check the fleet's recalls (one batch per 10,000 VINs)."),
+        ("weekly-recalls", recalls_cron, list(RECALL_DATASETS), "Re-check the fleet's recalls (one batch per 10,000 VINs)."),
         ("monthly-values", values_cron, value_datasets, "Refresh values, history and lien/theft; decode new VINs."),
     ]
     return [

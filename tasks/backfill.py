@@ -13,18 +13,19 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import polars as pl
 from prefect import get_run_logger, task
 from prefect.runtime import flow_run
 from pydantic import ValidationError
 
-from connectors import estimate_units
+from connectors import ENDPOINTS, estimate_units
 from connectors.errors import MalformedResponseError
 from connectors import models as m
 
 from . import progress, session, staging
+from .datasets import REGISTRY, Live
 from .enrich import DATASETS as ENRICHMENT
 from .enrich import ChunkResult, raw_answer
 from .journal import land_journals
@@ -36,16 +37,11 @@ from .storage import Database, open_database
 from .vins import normalise_vin, reject_reason
 
 # Recalls are backfilled per VIN (`/v1/recalls`, 1 unit, campaigns listed): a batch is for whole fleets.
-FETCHED_AS = {"recalls": "recall_details"}
-# The model each dataset's stored answers are parsed with (as the client does when fetching).
-MODELS: dict[str, type[m.Result]] = {
-    "specs": m.SpecsResult,
-    "market_value": m.MarketValue,
-    "history": m.HistoryReport,
-    "lien_theft": m.LienTheftResult,
-    "ownership": m.OwnershipResult,
-    "recalls": m.RecallReport,
-}
+# Each dataset is fetched again by the name its per-VIN fetch goes by (tasks/datasets.py).
+FETCHED_AS: Mapping[str, str] = Live(lambda: {n: d.fetched_as for n, d in REGISTRY.items() if d.fetched_as != n})
+# The model each dataset's stored answers are parsed with (as the client does when fetching): its endpoint's.
+MODELS: Mapping[str, type[m.Result]] = Live(lambda: {n: model for n, d in REGISTRY.items()
+                                                     if (model := ENDPOINTS[d.endpoint].model) is not None})
 DUE_SCHEMA = {"vin": pl.String, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String, "condition": pl.String}
 
 

@@ -13,13 +13,19 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import orjson
 
 from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings, estimate_units
 from connectors import errors as e
 
+from .datasets import CANADIAN_PROVINCES as CANADIAN_PROVINCES
+from .datasets import KM_PER_MILE as KM_PER_MILE
+from .datasets import US_STATES as US_STATES
+from .datasets import Call as Call
+from .datasets import Dataset, Live, by_fetch_name
+from .datasets import valuation_request as valuation_request
 from .scheduler import Job, Scheduler
 from .stops import STOPPING_ERRORS, Pass, Stops
 
@@ -27,94 +33,9 @@ if TYPE_CHECKING:
     from .journal import AnswerJournal
     from .lanes import Lane
 
-Call = Callable[[AsyncVehicleDataClient, str, Mapping[str, Any]], Awaitable[Any]]
-
-
-@dataclass(frozen=True)
-class Dataset:
-    name: str  # the user's word, as in `--datasets` and the `failures.dataset` column
-    endpoint: str  # the endpoint's name in connectors.ENDPOINTS
-    call: Call
-    request: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda row: {}
-    # The markets the service answers this dataset for (tasks/markets.py); None = every vehicle.
-    # Other vehicles are `not_applicable`: planned out, never called, never failed.
-    markets: frozenset[str] | None = None
-    # The query a chunk's call sends (beyond the key): the typed `call`'s, without its model.
-    params: Callable[[str, Mapping[str, Any]], dict[str, Any]] = lambda vin, row: {"vin": vin}
-    # The top-level members the answer must have the type of, when present (the models' shape, checked
-    # without building them): a wrong-shape answer fails its call, as a model's validation would.
-    shape: Mapping[str, type | tuple[type, ...]] = field(default_factory=dict)
-
-
-# Where `/v2/marketvalue` takes a `state` (a US state, DC included) and where it counts kilometres.
-US_STATES = frozenset(
-    "AL AK AZ AR CA CO CT DE DC FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM NY NC ND "
-    "OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY".split()
-)
-CANADIAN_PROVINCES = frozenset("AB BC MB NB NL NS NT NU ON PE QC SK YT".split())
-KM_PER_MILE = 1.609344
-
-
-def valuation_request(row: Mapping[str, Any]) -> dict[str, Any]:
-    """What a valuation is asked with, by the spec's rules for `/v2/marketvalue`.
-
-    `state` only when it is a US state (a Canadian province is not one). A vehicle registered in a
-    Canadian province is Canadian: its mileage goes in kilometres, any other's in miles, converted
-    from the unit the fleet file gave (`mileage_unit`, miles when it says nothing). The condition
-    as the file gave it (ingest keeps only the spec's values), none otherwise: nothing is assumed.
-    `mileage_unit` is ours (recorded with the valuation), not a parameter of the service.
-    """
-    state = str(row.get("state") or "").strip().upper()
-    mileage, unit = row.get("mileage"), None
-    if mileage is not None:
-        unit = "km" if state in CANADIAN_PROVINCES else "mi"
-        given = row.get("mileage_unit") or "mi"
-        if given != unit:
-            mileage = round(mileage * KM_PER_MILE if unit == "km" else mileage / KM_PER_MILE)
-    return {"state": state if state in US_STATES else None, "mileage": mileage, "mileage_unit": unit,
-            "condition": row.get("condition") or None}
-
-
-def _value_params(vin: str, row: Mapping[str, Any]) -> dict[str, Any]:
-    asked = valuation_request(row)
-    return {"vin": vin, "state": asked["state"], "mileage": asked["mileage"], "condition": asked["condition"]}
-
-
-_LIST, _OBJECT = list, dict
-_HISTORY_SHAPE = {k: _LIST for k in ("junkAndSalvageInformation", "insuranceInformation", "brandsInformation",
-                                      "currentTitleInformation", "historyInformation")}
-
-
-def _value(client: AsyncVehicleDataClient, vin: str, row: Mapping[str, Any]) -> Awaitable[Any]:
-    asked = valuation_request(row)
-    return client.market_value(vin, state=asked["state"], mileage=asked["mileage"], condition=asked["condition"])
-
-
-DATASETS: dict[str, Dataset] = {
-    d.name: d
-    for d in (
-        # Every vehicle: "Decode a 17-character VIN into specifications ..., with an international-VIN
-        # fallback" (disableIntVINDecoding is never sent, so a non-US VIN is decoded by the fallback).
-        Dataset("specs", "specs", lambda c, vin, row: c.specs(vin),
-                shape={"attributes": _OBJECT, "colors": _LIST, "equipment": _OBJECT, "warranties": _LIST}),
-        # US and Canada: "state (optional US state ...)", "mileage (... miles in the US, kilometers in Canada)".
-        Dataset("market_value", "market-value", _value, valuation_request, markets=frozenset({"US", "CA"}),
-                params=_value_params, shape={"mileage_list": _LIST, "add_deduct_list": _LIST}),
-        # US: the report is title records ("junkAndSalvageInformation", "brandsInformation",
-        # "currentTitleInformation"), which US states keep; the issue lists it with the US-only services.
-        Dataset("history", "history", lambda c, vin, row: c.history(vin), markets=frozenset({"US"}),
-                shape=_HISTORY_SHAPE),
-        # US: "Lien and theft records by VIN (US)".
-        Dataset("lien_theft", "lien-theft", lambda c, vin, row: c.lien_theft(vin), markets=frozenset({"US"}),
-                shape={"events": _LIST}),
-        # Every vehicle: "Registered-owner lookup by VIN (enterprise plans only)" names no country.
-        Dataset("ownership", "ownership", lambda c, vin, row: c.ownership(vin), shape={"owners": _LIST}),
-        # North America, for the batch check and the per-VIN details alike: the campaigns are NHTSA's
-        # ("nhtsa_campaign_number"), and North American VINs are the ones NHTSA's rules shape.
-        Dataset("recall_details", "recalls", lambda c, vin, row: c.recalls(vin),
-                markets=frozenset({"US", "CA", "MX"}), shape={"data": _OBJECT}),
-    )
-}
+# The declarations live in the registry (tasks/datasets.py); these names stay importable from here.
+# `DATASETS`: by the name a per-VIN fetch goes by (`recall_details` for recalls), read live from the registry.
+DATASETS: Mapping[str, Dataset] = Live(by_fetch_name)
 
 MAX_UNITS = "max-units reached"
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping
 
 import orjson
 import polars as pl
 import pyarrow as pa
 
 from . import staging
+from .datasets import REGISTRY, Live
 from .enrich import DATASETS, ChunkResult
 from .shred import shred
 from .storage import Database
@@ -39,8 +40,10 @@ DATA_FRAMES = {
         "recall_checks": staging.recall_checks_from_reports(r.found, r.no_data),
     },
 }
-# recall details complete a recall check that the batch already recorded as fresh.
-FAILURE_DATASET = {"recall_details": "recalls"}
+# A fetch under another name than its dataset's (recall details complete a recall check that the batch
+# already recorded as fresh): its failures and raw answers are the dataset's, its freshness is not its own.
+FAILURE_DATASET: Mapping[str, str] = Live(lambda: {d.fetched_as: d.name for d in REGISTRY.values()
+                                                   if d.fetched_as != d.name})
 
 
 def ownership_frame(found: list[tuple[str, Any, datetime]]) -> pl.DataFrame:

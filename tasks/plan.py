@@ -13,29 +13,23 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import polars as pl
 
 from connectors import estimate_units
 
-from .enrich import DATASETS as ENRICHMENT
-from .enrich import Dataset
+from .datasets import REGISTRY, Dataset, Live, LiveNames, default_names, docs_table, names
 from .markets import in_scope, with_market
 from .plates import PlatePlan, plan_plates
 from .storage import Database
 
-ALL_DATASETS = ("specs", "market_value", "history", "lien_theft", "recalls", "ownership")
-DEFAULT_DATASETS = ("specs", "market_value", "history", "lien_theft", "recalls")
+# The registry's names (tasks/datasets.py), read at each use.
+ALL_DATASETS: Sequence[str] = LiveNames(names)
+DEFAULT_DATASETS: Sequence[str] = LiveNames(default_names)
 
-# How long an answer stays fresh. Specs do not change; values move monthly; recalls weekly.
-DEFAULT_FRESHNESS = {
-    "specs": timedelta(days=365),
-    "market_value": timedelta(days=30),
-    "history": timedelta(days=90),
-    "lien_theft": timedelta(days=30),
-    "recalls": timedelta(days=7),
-    "ownership": timedelta(days=90),
-}
+# How long an answer stays fresh: each declaration's `freshness`.
+DEFAULT_FRESHNESS: Mapping[str, timedelta] = Live(lambda: {n: d.freshness for n, d in REGISTRY.items()})
 # How long a 404 "no data" stays fresh, whatever the dataset (never longer than the dataset's own window).
 NO_DATA = "no_data"
 DEFAULT_NO_DATA_FRESHNESS = timedelta(days=7)
@@ -73,7 +67,8 @@ class Plan:
         """The datasets of the vehicles plates may find are priced once found: at most one call each per plate."""
         if not self.plates:
             return 0
-        per_vin = sum(1 if d.dataset == "recalls" else estimate_units(d.endpoint) for d in self.datasets.values())
+        per_vin = sum(1 if declaration(d.dataset).batch_endpoint else estimate_units(d.endpoint)
+                      for d in self.datasets.values())
         return self.plates.lookups * per_vin
 
     @property
@@ -94,18 +89,13 @@ class Plan:
 
 
 def declaration(dataset: str) -> Dataset:
-    """The declaration a plan dataset is fetched by: recalls are batch-checked, then detailed per VIN."""
-    return ENRICHMENT["recall_details" if dataset == "recalls" else dataset]
+    """The declaration of a plan dataset (tasks/datasets.py)."""
+    return REGISTRY[dataset]
 
 
 def applicability_table() -> str:
-    """Which datasets apply to which vehicles, as the README shows it (derived from the declarations)."""
-    lines = ["| dataset | applies to vehicles registered in |", "|---|---|"]
-    for name in ALL_DATASETS:
-        markets = declaration(name).markets
-        where = "anywhere" if markets is None else ", ".join(sorted(markets))
-        lines.append(f"| {name} | {where} |")
-    return "\n".join(lines)
+    """Which datasets apply to which vehicles, as the README shows it: the registry's table."""
+    return docs_table()
 
 
 def parse_freshness(overrides: dict[str, str] | None) -> dict[str, timedelta]:
@@ -124,7 +114,7 @@ def parse_freshness(overrides: dict[str, str] | None) -> dict[str, timedelta]:
 def make_plan(
     db: Database,
     run_id: str,
-    datasets: tuple[str, ...] | list[str],
+    datasets: Sequence[str],
     staging_dir: Path,
     *,
     force: bool = False,
@@ -165,8 +155,9 @@ def make_plan(
         path = None
         if due.height:
             path = _stage(due, staging_dir / f"due_{dataset}.parquet", staged)
-        endpoint = "recalls-batch-submit" if dataset == "recalls" else ENRICHMENT[dataset].endpoint
-        units = due.height if dataset == "recalls" else due.height * estimate_units(endpoint)
+        declared = declaration(dataset)  # batch-checked: 1 unit per VIN at submission
+        endpoint = declared.batch_endpoint or declared.endpoint
+        units = due.height if declared.batch_endpoint else due.height * estimate_units(endpoint)
         plan.datasets[dataset] = DatasetPlan(dataset, endpoint, listed, due.height, scope.height - due.height, units,
                                              path, no_data_due, not_applicable=listed - scope.height)
     return plan

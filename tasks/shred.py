@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Mapping
 
 import duckdb
 import pyarrow as pa
 
+from .datasets import REGISTRY, Live
+from .datasets import table as table_declaration
 from .storage import SQL_DIR, _statements
 
 SHRED_DIR = SQL_DIR / "shred"
-# The tables a dataset's answers land in, in landing order (campaigns before the check that closes
-# what it no longer lists, see tasks/landing.py).
-TABLES: dict[str, tuple[str, ...]] = {
-    "specs": ("specs",),
-    "market_value": ("market_values",),
-    "history": ("history_reports",),
-    "lien_theft": ("lien_theft_events",),
-    "ownership": ("ownership_records",),
-    "recall_details": ("recalls", "recall_checks"),
-}
+# The tables a dataset's answers land in, in landing order, by the name its fetch goes by: the
+# registry's declarations (tasks/datasets.py), read at each use.
+TABLES: Mapping[str, tuple[str, ...]] = Live(lambda: {d.fetched_as: tuple(t.name for t in d.tables)
+                                                      for d in REGISTRY.values()})
 
 _local = threading.local()
 
@@ -51,8 +48,14 @@ def _connection() -> duckdb.DuckDBPyConnection:
 def _select(table: str) -> str:
     selects: dict[str, str] = _local.selects
     if table not in selects:
-        selects[table] = _read(f"{table}.sql")[0]
+        selects[table] = _statements(_shred_file(table).read_text(encoding="utf-8"))[0]
     return selects[table]
+
+
+def _shred_file(table: str) -> Path:
+    """The SELECT a table's declaration names (sql/shred/<table>.sql unless it says otherwise)."""
+    declared = table_declaration(table)
+    return declared[1].shred if declared and declared[1].shred else SHRED_DIR / f"{table}.sql"
 
 
 def shred(dataset: str, answers: pa.Table) -> dict[str, pa.Table]:

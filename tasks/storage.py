@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 import duckdb
 import polars as pl
@@ -35,27 +35,54 @@ CHANGES_DIR = SQL_DIR / "changes"
 MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
-# Tables `land` accepts; a successful fetch of the dataset resolves that VIN's open failure.
-LANDING_TABLES: dict[str, str | None] = {
+# Tables `land` accepts besides the datasets' own (tasks/datasets.py); a successful fetch of the dataset
+# resolves that VIN's open failure.
+OWN_LANDING_TABLES: dict[str, str | None] = {
     "vehicles": None,
     "rejected_rows": None,
     "api_calls": None,
     "failures": None,
     "recall_batches": None,
-    "specs": "specs",
-    "market_values": "market_value",
-    "recall_checks": "recalls",
-    "recalls": None,
-    "history_reports": "history",
-    "lien_theft_events": "lien_theft",
     "raw_responses": None,
     "fetch_status": None,  # resolves failures itself, per row's dataset
-    "ownership_records": "ownership",
     "run_datasets": None,
     "plate_resolutions": None,
 }
-# The `dataset` values used in `failures` (and raw_responses), in the user's words.
-DATASETS = ("specs", "market_value", "recalls", "history", "lien_theft", "ownership")
+
+
+def _landing_tables() -> dict[str, str | None]:
+    from .datasets import REGISTRY  # imports the connectors: not before a landing needs it
+
+    return {**OWN_LANDING_TABLES, **{t.name: d.name if t.resolves_failures else None
+                                     for d in REGISTRY.values() for t in d.tables}}
+
+
+def _landing_files(table: str) -> list[Path]:
+    """The SQL landing `table` runs: what changed against what is held (sql/changes/<table>.sql), the upsert
+    (sql/landing/<table>.sql, or the file its declaration names), what the upsert did (<table>.landed.sql)."""
+    from .datasets import table as declared
+
+    found = declared(table)
+    if found:
+        return found[1].landing_files()
+    return [p for p in (CHANGES_DIR / f"{table}.sql", SQL_DIR / "landing" / f"{table}.sql",
+                        CHANGES_DIR / f"{table}.landed.sql") if p.is_file()]
+
+
+class _LandingTables(Mapping[str, "str | None"]):
+    """Table -> the dataset a row landed there answers for (None: no failure to resolve), read at each use."""
+
+    def __getitem__(self, table: str) -> str | None:
+        return _landing_tables()[table]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_landing_tables())
+
+    def __len__(self) -> int:
+        return len(_landing_tables())
+
+
+LANDING_TABLES: Mapping[str, str | None] = _LandingTables()
 
 # Tables exported to the Parquet lake and their partition columns, outermost first (tasks/lake.py): by
 # VIN bucket where rows are kept per VIN (a run rewrites the buckets of the VINs it changed), by run where
@@ -418,11 +445,9 @@ class Database:
             self._run("UPDATE incoming SET fetched_at = coalesce(fetched_at, $stamp::TIMESTAMPTZ)", {"stamp": stamp})
             # What changed (sql/changes/, issue 14): compared with what is held before the upsert replaces
             # it (`<table>.sql`), or read from what the upsert did (`<table>.landed.sql`).
-            for path in (CHANGES_DIR / f"{table}.sql", SQL_DIR / "landing" / f"{table}.sql",
-                         CHANGES_DIR / f"{table}.landed.sql"):
-                if path.is_file():
-                    for statement in _statements(path.read_text(encoding="utf-8")):
-                        self._run(statement)
+            for path in _landing_files(table):
+                for statement in _statements(path.read_text(encoding="utf-8")):
+                    self._run(statement)
             if dataset:
                 for statement in _statements(_read_sql("landing", "_resolve_failures.sql")):
                     self._run(statement, {"dataset": dataset})
