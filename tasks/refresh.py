@@ -136,13 +136,14 @@ def resolve_plates(db_path: str, run_id: str, waiting_path: str, look_up: bool, 
 
 
 @task(name="plan-refresh", **TASK)
-def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None) -> dict:
+def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None,
+                 staging: str | None = None) -> dict:
     with open_database(db_path) as db:
         # The lock holder alone uses the staging area. Answers an earlier run paid for and never
         # landed (killed, or its landing failed) land first, under that run, so the plan counts them
-        # fresh; then its due lists, of no use now, go.
+        # fresh; then its due lists, of no use now, go. With `--staging s3://...`, those left there too.
         if session.holding(db_path):
-            recovered = land_journals(db, staging_dir(db_path, run_id).parent, besides=run_id)
+            recovered = land_journals(db, staging_dir(db_path, run_id).parent, besides=run_id, store=staging)
             if recovered["journals"]:
                 get_run_logger().info("landed what earlier runs paid for and never landed: %s", fields(recovered))
         remove_leftover_staging(db_path, run_id)
@@ -239,6 +240,7 @@ def land_staged(db_path: str, run_id: str, staged: str, result: ChunkResult | No
 
     A kill or a failed landing leaves a local file to the next run (`plan_refresh`).
     """
+    failpoint("staged")  # crash tests: the chunk is staged (on S3 with --staging), not landed yet
     if result is None:
         with opened(staged) as path:
             journal = read_journal(path)

@@ -7,8 +7,10 @@ it is remote), lands it, and deletes it. Remote paths go through fsspec (s3fs fo
 endpoint and credentials come from the environment (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`...),
 never from task parameters.
 
-A staged file left on object storage by a killed run is not landed by the next run (only the
-local staging folder is searched): give such runs a prefix of their own and land or delete it.
+A staged file left on object storage by a killed run (or one whose landing failed) is landed by the
+next run given the same `--staging`, as local journals are (tasks/journal.py `land_journals`): under
+the run that paid for it, then deleted. Only the runs this database recorded are landed: a store
+may be shared by several databases, each landing its own runs' files.
 """
 
 from __future__ import annotations
@@ -70,6 +72,12 @@ def remove(location: str) -> None:
             fs.rm_file(location)
     else:
         Path(location).unlink(missing_ok=True)
+
+
+def find(staging: str, pattern: str) -> list[str]:
+    """The URLs of the files under `staging` that match the glob `pattern` (relative to it)."""
+    fs = _fs(staging)
+    return sorted(fs.unstrip_protocol(p) for p in fs.glob(f"{staging.rstrip('/')}/{pattern}"))
 
 
 def leftovers(staging: str, run_id: str) -> list[str]:
