@@ -40,6 +40,7 @@ from connectors.errors import MalformedResponseError
 from connectors.redact import REDACTED
 
 from .enrich import DATASETS, ChunkResult
+from .failpoints import failpoint
 from . import staging_store
 from .landing import land_enrichment
 from .storage import Database, DatabaseError
@@ -184,6 +185,7 @@ class AnswerJournal:
         self._flushed_at = _loop_time()
         arrays = [pa.array(column, type=field.type) for column, field in zip(self._columns, SCHEMA)]
         self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
+        failpoint("journal_flushed")  # crash tests: a batch of answers is on disk, the chunk not done
         for column in self._columns:
             column.clear()
 
@@ -327,13 +329,13 @@ def _run_of(location: str) -> str:
     return location.rstrip("/").split("/")[-3]
 
 
-def _remote_leftovers(db: Database, store: str, besides: str | None) -> list[str]:
-    """Journals on object storage left by this database's runs other than `besides`.
+def _ours(db: Database, found: list[str], besides: str | None) -> list[str]:
+    """Of journals in a place several databases may share, those of this database's runs but `besides`.
 
-    A store may be shared by several databases: a run this one did not record is another's to land.
+    A run this database did not record is another's to land.
     """
-    found = [u for u in staging_store.find(store, f"*/answers/*{SUFFIX}") if _run_of(u) != besides]
-    ours = {run for run in {_run_of(u) for u in found} if db.query("run_started_at", run_id=run).height}
+    runs = {_run_of(u) for u in found} - {besides}
+    ours = {run for run in runs if db.query("run_started_at", run_id=run).height}
     return [u for u in found if _run_of(u) in ours]
 
 
@@ -341,15 +343,18 @@ def land_journals(db: Database, staging_root: Path, *, besides: str | None = Non
                   store: str | None = None) -> dict[str, int]:
     """Land every journal an earlier run left (killed, or its landing failed), then delete it.
 
-    Searched: the local staging folder, and the object-storage prefix `store` (`--staging`) if given.
-    Each file lands in one transaction under the run that paid for it, with the original fetch
-    times; a failure leaves the file for the next attempt. Returns counts for the log.
+    Searched: the local staging folder; with `store` (`--staging s3://...`), the object-storage
+    prefix and this machine's scratch folder, where a chunk bound for it journals until it is done
+    (a chunk killed mid-fetch in the flow's threads or `--workers` leaves its journal there). Each
+    file lands in one transaction under the run that paid for it, with the original fetch times; a
+    failure leaves the file for the next attempt. Returns counts for the log.
     """
     counts = {"journals": 0, "answers": 0, "calls": 0, "units": 0}
     locations = [str(p) for p in leftover_journals(staging_root, besides=besides)]
     if staging_store.is_remote(store):
         assert store is not None
-        locations += _remote_leftovers(db, store, besides)
+        scratch = [str(p) for p in leftover_journals(staging_store.scratch_root(), besides=besides)]
+        locations += _ours(db, scratch, besides) + _ours(db, staging_store.find(store, f"*/answers/*{SUFFIX}"), besides)
     for location in locations:
         with staging_store.opened(location) as path:
             journal = read_journal(path)

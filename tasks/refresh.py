@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -38,7 +37,7 @@ from .preview import preview_refresh
 from .recall_batches import run_recall_batches
 from .recall_details import fetch_recall_details
 from .report import report_markdown, write_run_report
-from .staging_store import is_remote, opened, publish, remove
+from .staging_store import is_remote, opened, publish, remove, scratch_root
 from .storage import open_database
 from .summary import plan_text, summary_markdown
 
@@ -222,7 +221,7 @@ def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int
     `staging` is the run's local answers folder, or an object-storage prefix (tasks/staging_store.py):
     then the journal is written in a local temporary folder and put there once the chunk is done.
     """
-    folder = Path(tempfile.gettempdir(), "fleet-staging", run_id) if is_remote(staging) else Path(staging)
+    folder = answers_dir(scratch_root() / run_id) if is_remote(staging) else Path(staging)
     reporter = progress.current()  # a no-op in another process: the flow advances the bar when the file lands
     with fetch_turn(run_id, dataset) as lane:  # retries still waiting may be handed to the next chunk
         settings = Settings.from_env()

@@ -38,6 +38,15 @@ def run_prefix(staging: str, run_id: str) -> str:
     return f"{staging.rstrip('/')}/{run_id}/answers"
 
 
+def scratch_root() -> Path:
+    """Where a fetch task journals a chunk bound for object storage until the chunk is done (this machine's).
+
+    Laid out as the staging folder is (`<run_id>/answers/`), so that a chunk killed mid-fetch on the
+    flow's machine (its threads, `--workers`) leaves a journal the next run finds and lands.
+    """
+    return Path(tempfile.gettempdir(), "fleet-staging")
+
+
 def publish(local: Path, staging: str | None, run_id: str) -> str:
     """Where the lander finds the finished journal `local`: itself, or its copy on object storage."""
     if not is_remote(staging):

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import signal
+import tempfile
 import time
 from collections import Counter
 from datetime import datetime, timezone
@@ -227,3 +228,54 @@ def test_a_run_killed_after_staging_on_s3_is_landed_by_the_next_run_without_call
                          if at is not None)
     assert read(db_path, f"SELECT vin, fetched_at FROM fetch_status WHERE run_id = '{run_id}' ORDER BY ALL") == answered_at
     assert s3.list_objects_v2(Bucket="fleet-staging").get("KeyCount", 0) == 0  # landed, then deleted
+
+
+def test_a_chunk_killed_mid_fetch_with_s3_staging_lands_what_it_journalled_at_the_next_run(
+        service, fleet_file, db_path, read, s3, tmp_path, monkeypatch):
+    """With --staging s3://, a chunk journals on local disk until it is done; killed before, that journal lands too."""
+    from prefect.settings import PREFECT_API_URL
+
+    sandbox = service("s3_journal_mid_fetch")
+    sandbox.record_journal(True)
+    fleet = fleet_file(24)
+    marker, scratch = tmp_path / "failpoint-reached", tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "FLEET_FAILPOINT": "journal_flushed:3", "FLEET_FAILPOINT_MARKER": str(marker),
+           "TMPDIR": str(scratch), "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": str(ROOT),
+           "PREFECT_LOGGING_TO_API_ENABLED": "false"}
+    command = [sys.executable, "-m", "flows.cli", "refresh", fleet, "--db", db_path, "--lake", "", "--datasets", "specs",
+               "--chunk-size", "12", "--concurrency", "1", "--staging", STAGING]
+    billed = lambda: [c["vin"] for c in sandbox.journal() if c["endpoint"] == "/specs"]  # noqa: E731
+    with (tmp_path / "killed.log").open("wb") as log:
+        child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline, seen, quiet_since = time.monotonic() + 180, -1, time.monotonic()
+        while not (marker.exists() and seen > 0 and time.monotonic() - quiet_since > 2):  # frozen, no call answered since
+            assert child.poll() is None, (tmp_path / "killed.log").read_text(errors="replace")[-2000:]
+            assert time.monotonic() < deadline, "the refresh never reached its failpoint"
+            if len(calls := billed()) != seen:
+                seen, quiet_since = len(calls), time.monotonic()
+            time.sleep(0.1)
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    first = set(billed())
+    local = [read_journal(p) for p in scratch.glob("fleet-staging/*/answers/*.arrows")]
+    journalled = {vin for j in [*local, *_staged_on_s3(s3, tmp_path).values()] for vin, _ in j.final_answers()}
+    assert {vin for j in local for vin, _ in j.final_answers()}  # a chunk cut mid-fetch left answers on local disk
+    killed_run = read(db_path, "SELECT run_id FROM runs")[0][0]
+    journalled |= {vin for (vin,) in read(db_path, f"SELECT vin FROM fetch_status WHERE run_id = '{killed_run}'")}
+
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # this process's temporary folder is the killed run's
+    result = refresh_fleet([fleet], db=db_path, lake=None, datasets=["specs"], chunk_size=12, concurrency=1,
+                           staging=STAGING)
+    assert result["status"] == "completed"
+    paid = Counter(billed())
+    assert set(paid) == {vin for (vin,) in read(db_path, "SELECT vin FROM fetch_status")} and len(paid) == 24
+    again = {vin for vin, n in paid.items() if n > 1}
+    assert not again & journalled  # nothing journalled was bought again: only calls in flight at the kill
+    assert again <= first - journalled and len(again) <= 1  # --concurrency 1: at most one call in flight
+    assert read(db_path, f"SELECT count(*) FROM fetch_status WHERE run_id = '{killed_run}'") == [(len(journalled),)]
+    assert not list(scratch.glob("fleet-staging/*/answers/*"))
+    assert s3.list_objects_v2(Bucket="fleet-staging").get("KeyCount", 0) == 0
