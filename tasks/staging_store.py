@@ -86,6 +86,7 @@ def remove(location: str) -> None:
 def find(staging: str, pattern: str) -> list[str]:
     """The URLs of the files under `staging` that match the glob `pattern` (relative to it)."""
     fs = _fs(staging)
+    fs.invalidate_cache()  # a listing cached by an earlier run of this process may name files since landed
     return sorted(fs.unstrip_protocol(p) for p in fs.glob(f"{staging.rstrip('/')}/{pattern}"))
 
 
