@@ -39,9 +39,9 @@ from connectors import ENDPOINTS, CallRecord
 from connectors.errors import MalformedResponseError
 from connectors.redact import REDACTED
 
+from . import staging_store
 from .enrich import DATASETS, ChunkResult
 from .failpoints import failpoint
-from . import staging_store
 from .landing import land_enrichment
 from .storage import Database, DatabaseError
 

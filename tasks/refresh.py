@@ -219,7 +219,8 @@ def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int
     """Fetch one chunk into its staged journal; returns where the lander finds it. Opens no database.
 
     `staging` is the run's local answers folder, or an object-storage prefix (tasks/staging_store.py):
-    then the journal is written in a local temporary folder and put there once the chunk is done.
+    then the journal is written in this machine's scratch folder (`staging_store.scratch_root`) and put
+    there once the chunk is done; a chunk killed before leaves it to the next run on this machine.
     """
     folder = answers_dir(scratch_root() / run_id) if is_remote(staging) else Path(staging)
     reporter = progress.current()  # a no-op in another process: the flow advances the bar when the file lands
