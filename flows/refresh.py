@@ -133,7 +133,7 @@ def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], m
                   "recall_details_by": recall_details_by, "plates": plates,
                   "value_move": value_move}  # read by the landing's change detection (sql/changes/); never the notify URL
     ingest = ingest_fleet(paths, db, run_id, vin_column, parameters, plates)
-    plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness))
+    plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness, staging))
     summary = start_summary(run_id, ingest, plan)
 
     if max_units is not None and plan.estimated_units > max_units:
@@ -153,7 +153,7 @@ def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], m
         found = resolve_plates(db, run_id, plan.plates.path, True, budget, concurrency)
         budget = record_plates(summary, found, budget)
         if found["valid"]:
-            plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness))
+            plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness, staging))
             replan(summary, plan)
     recalls = plan.datasets.get("recalls")
     batch = details = None

@@ -13,8 +13,9 @@ loses the calls in flight and the answers of that last interval, no more: with a
 than a call's latency, at most one more answer per call slot. An IPC stream reads back up to its
 last complete batch after a kill.
 
-The next run lands a journal left behind (`land_journals`) under its original run id and fetch
-times, in one transaction, then deletes the file. Landing is idempotent by key and the journal
+The next run lands a journal left behind (`land_journals`), in the local staging folder or, with
+`--staging s3://...`, on object storage (tasks/staging_store.py), under its original run id and
+fetch times, in one transaction, then deletes the file. Landing is idempotent by key and the journal
 keeps the call ids that land in `api_calls`, so a journal whose chunk landed just before the kill
 lands again harmlessly.
 """
@@ -38,7 +39,9 @@ from connectors import ENDPOINTS, CallRecord
 from connectors.errors import MalformedResponseError
 from connectors.redact import REDACTED
 
+from . import staging_store
 from .enrich import DATASETS, ChunkResult
+from .failpoints import failpoint
 from .landing import land_enrichment
 from .storage import Database, DatabaseError
 
@@ -182,6 +185,7 @@ class AnswerJournal:
         self._flushed_at = _loop_time()
         arrays = [pa.array(column, type=field.type) for column, field in zip(self._columns, SCHEMA)]
         self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
+        failpoint("journal_flushed")  # crash tests: a batch of answers is on disk, the chunk not done
         for column in self._columns:
             column.clear()
 
@@ -320,25 +324,51 @@ def has_journals(run_staging: Path) -> bool:
     return any(answers_dir(run_staging).glob(f"*{SUFFIX}"))
 
 
-def land_journals(db: Database, staging_root: Path, *, besides: str | None = None) -> dict[str, int]:
+def _run_of(location: str) -> str:
+    """The run a journal's location names: `<staging>/<run_id>/answers/<file>`."""
+    return location.rstrip("/").split("/")[-3]
+
+
+def _ours(db: Database, found: list[str], besides: str | None) -> list[str]:
+    """Of journals in a place several databases may share, those of this database's runs but `besides`.
+
+    A run this database did not record is another's to land.
+    """
+    runs = {_run_of(u) for u in found} - {besides}
+    ours = {run for run in runs if db.query("run_started_at", run_id=run).height}
+    return [u for u in found if _run_of(u) in ours]
+
+
+def land_journals(db: Database, staging_root: Path, *, besides: str | None = None,
+                  store: str | None = None) -> dict[str, int]:
     """Land every journal an earlier run left (killed, or its landing failed), then delete it.
 
-    Each file lands in one transaction under the run that paid for it, with the original fetch
-    times; a failure leaves the file for the next attempt. Returns counts for the log.
+    Searched: the local staging folder; with `store` (`--staging s3://...`), the object-storage
+    prefix and this machine's scratch folder, where a chunk bound for it journals until it is done
+    (a chunk killed mid-fetch in the flow's threads or `--workers` leaves its journal there). Each
+    file lands in one transaction under the run that paid for it, with the original fetch times; a
+    failure leaves the file for the next attempt. Returns counts for the log.
     """
     counts = {"journals": 0, "answers": 0, "calls": 0, "units": 0}
-    for path in leftover_journals(staging_root, besides=besides):
-        journal = read_journal(path)
-        if journal.table.num_rows:
+    locations = [str(p) for p in leftover_journals(staging_root, besides=besides)]
+    if staging_store.is_remote(store):
+        assert store is not None
+        scratch = [str(p) for p in leftover_journals(staging_store.scratch_root(), besides=besides)]
+        locations += _ours(db, scratch, besides) + _ours(db, staging_store.find(store, f"*/answers/*{SUFFIX}"), besides)
+    for location in locations:
+        with staging_store.opened(location) as path:
+            journal = read_journal(path)
+        if journal.table.num_rows:  # then its header, which names the run, was read
+            run_id = journal.run_id
             result = journal.chunk_result()
             try:
-                land_enrichment(db, journal.run_id, result)
+                land_enrichment(db, run_id, result)
             except DatabaseError as exc:
-                raise DatabaseError(f"{path}: the answers run {journal.run_id} paid for could not land, the file "
+                raise DatabaseError(f"{location}: the answers run {run_id} paid for could not land, the file "
                                     f"stays for the next run ({exc})") from exc
             counts["answers"] += len(result.found) + len(result.no_data) + len(result.failed)
             counts["calls"] += len(result.calls)
             counts["units"] += result.units
-        path.unlink(missing_ok=True)
+        staging_store.remove(location)
         counts["journals"] += 1
     return counts

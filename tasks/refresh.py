@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -38,7 +37,7 @@ from .preview import preview_refresh
 from .recall_batches import run_recall_batches
 from .recall_details import fetch_recall_details
 from .report import report_markdown, write_run_report
-from .staging_store import is_remote, opened, publish, remove
+from .staging_store import is_remote, opened, publish, remove, scratch_root
 from .storage import open_database
 from .summary import plan_text, summary_markdown
 
@@ -136,13 +135,14 @@ def resolve_plates(db_path: str, run_id: str, waiting_path: str, look_up: bool, 
 
 
 @task(name="plan-refresh", **TASK)
-def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None) -> dict:
+def plan_refresh(db_path: str, run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None,
+                 staging: str | None = None) -> dict:
     with open_database(db_path) as db:
         # The lock holder alone uses the staging area. Answers an earlier run paid for and never
         # landed (killed, or its landing failed) land first, under that run, so the plan counts them
-        # fresh; then its due lists, of no use now, go.
+        # fresh; then its due lists, of no use now, go. With `--staging s3://...`, those left there too.
         if session.holding(db_path):
-            recovered = land_journals(db, staging_dir(db_path, run_id).parent, besides=run_id)
+            recovered = land_journals(db, staging_dir(db_path, run_id).parent, besides=run_id, store=staging)
             if recovered["journals"]:
                 get_run_logger().info("landed what earlier runs paid for and never landed: %s", fields(recovered))
         remove_leftover_staging(db_path, run_id)
@@ -219,9 +219,10 @@ def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int
     """Fetch one chunk into its staged journal; returns where the lander finds it. Opens no database.
 
     `staging` is the run's local answers folder, or an object-storage prefix (tasks/staging_store.py):
-    then the journal is written in a local temporary folder and put there once the chunk is done.
+    then the journal is written in this machine's scratch folder (`staging_store.scratch_root`) and put
+    there once the chunk is done; a chunk killed before leaves it to the next run on this machine.
     """
-    folder = Path(tempfile.gettempdir(), "fleet-staging", run_id) if is_remote(staging) else Path(staging)
+    folder = answers_dir(scratch_root() / run_id) if is_remote(staging) else Path(staging)
     reporter = progress.current()  # a no-op in another process: the flow advances the bar when the file lands
     with fetch_turn(run_id, dataset) as lane:  # retries still waiting may be handed to the next chunk
         settings = Settings.from_env()
@@ -239,6 +240,7 @@ def land_staged(db_path: str, run_id: str, staged: str, result: ChunkResult | No
 
     A kill or a failed landing leaves a local file to the next run (`plan_refresh`).
     """
+    failpoint("staged")  # crash tests: the chunk is staged (on S3 with --staging), not landed yet
     if result is None:
         with opened(staged) as path:
             journal = read_journal(path)

@@ -7,8 +7,10 @@ it is remote), lands it, and deletes it. Remote paths go through fsspec (s3fs fo
 endpoint and credentials come from the environment (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`...),
 never from task parameters.
 
-A staged file left on object storage by a killed run is not landed by the next run (only the
-local staging folder is searched): give such runs a prefix of their own and land or delete it.
+A staged file left on object storage by a killed run (or one whose landing failed) is landed by the
+next run given the same `--staging`, as local journals are (tasks/journal.py `land_journals`): under
+the run that paid for it, then deleted. Only the runs this database recorded are landed: a store
+may be shared by several databases, each landing its own runs' files.
 """
 
 from __future__ import annotations
@@ -34,6 +36,15 @@ def _fs(url: str) -> Any:
 def run_prefix(staging: str, run_id: str) -> str:
     """The run's folder on object storage."""
     return f"{staging.rstrip('/')}/{run_id}/answers"
+
+
+def scratch_root() -> Path:
+    """Where a fetch task journals a chunk bound for object storage until the chunk is done (this machine's).
+
+    Laid out as the staging folder is (`<run_id>/answers/`), so that a chunk killed mid-fetch on the
+    flow's machine (its threads, `--workers`) leaves a journal the next run finds and lands.
+    """
+    return Path(tempfile.gettempdir(), "fleet-staging")
 
 
 def publish(local: Path, staging: str | None, run_id: str) -> str:
@@ -70,6 +81,13 @@ def remove(location: str) -> None:
             fs.rm_file(location)
     else:
         Path(location).unlink(missing_ok=True)
+
+
+def find(staging: str, pattern: str) -> list[str]:
+    """The URLs of the files under `staging` that match the glob `pattern` (relative to it)."""
+    fs = _fs(staging)
+    fs.invalidate_cache()  # a listing cached by an earlier run of this process may name files since landed
+    return sorted(fs.unstrip_protocol(p) for p in fs.glob(f"{staging.rstrip('/')}/{pattern}"))
 
 
 def leftovers(staging: str, run_id: str) -> list[str]:
