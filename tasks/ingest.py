@@ -420,6 +420,26 @@ def _read_parquet(path: Path) -> pl.DataFrame:
         ) from None
 
 
+def _parquet_slices(path: Path) -> tuple[list[str], Iterator[pl.DataFrame]]:
+    """A Parquet file's columns and its rows, SLICE_ROWS at a time (row group by row group); a file polars
+    cannot scan is read whole by `_read_parquet`, whose error says why."""
+    try:
+        scan = pl.scan_parquet(path, glob=False)
+        columns = scan.collect_schema().names()
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError):
+        frame = _read_parquet(path)
+        return frame.columns, frame.iter_slices(SLICE_ROWS)
+    return columns, _scanned_parquet(path, scan)
+
+
+def _scanned_parquet(path: Path, scan: pl.LazyFrame) -> Iterator[pl.DataFrame]:
+    try:
+        yield from scan.collect_batches(chunk_size=SLICE_ROWS)
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+        _read_parquet(path)  # the error reading it whole gives
+        raise FleetFileError(path, f"unreadable Parquet file ({_polars_problem(exc)}): write it again, or {EXPORT_HINT}") from None
+
+
 NESTED = (pl.List, pl.Array, pl.Struct)
 
 
@@ -469,8 +489,7 @@ def _is_parquet(path: Path) -> bool:
 def _slices(path: Path) -> tuple[list[str], Iterator[pl.DataFrame]]:
     """A fleet file's columns and its rows, SLICE_ROWS at a time."""
     if _is_parquet(path):
-        frame = _read_parquet(path)
-        return frame.columns, frame.iter_slices(SLICE_ROWS)
+        return _parquet_slices(path)
     if path.suffix.lower() in PARQUET_SUFFIXES:
         raise FleetFileError(path, "not a Parquet file (missing PAR1 magic): write it again as Parquet, or name it .csv if it is CSV")
     return _csv_slices(path)

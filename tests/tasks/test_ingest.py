@@ -312,3 +312,22 @@ def test_files_in_slices_keep_every_column_of_every_file(tmp_path, monkeypatch):
     assert sliced.roster.equals(whole.roster) and sliced.roster.columns == whole.roster.columns
     assert sliced.rejected.equals(whole.rejected)
     assert sliced.plates.equals(whole.plates) and sliced.plates.columns == whole.plates.columns
+
+
+def test_a_parquet_file_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, monkeypatch):
+    import tasks.ingest as ingest
+
+    csv = write(tmp_path, "fleet.csv", _mixed_fleet(600))
+    path = tmp_path / "fleet.parquet"
+    pl.read_csv(csv, infer_schema=False).write_parquet(path, row_group_size=100)
+    whole = read_fleet([path])
+    seen: list[int] = []
+    process = ingest._process_slice
+    monkeypatch.setattr(ingest, "SLICE_ROWS", 50)
+    monkeypatch.setattr(ingest, "_read_parquet", None)  # never read whole
+    monkeypatch.setattr(ingest, "_process_slice", lambda frame, pieces: (seen.append(frame.height), process(frame, pieces)))
+    sliced = read_fleet([path])
+    assert len(seen) >= 600 // 50 and max(seen) <= 50
+    assert sliced.summary() == whole.summary()
+    assert sliced.roster.equals(whole.roster) and sliced.rejected.equals(whole.rejected)
+    assert sliced.plates.equals(whole.plates)
