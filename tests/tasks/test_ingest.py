@@ -332,3 +332,13 @@ def test_a_parquet_file_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, 
     assert sliced.summary() == whole.summary()
     assert sliced.roster.equals(whole.roster) and sliced.rejected.equals(whole.rejected)
     assert sliced.plates.equals(whole.plates)
+
+
+@pytest.mark.parametrize("header", ["vin,unit", "a,b"])
+def test_a_row_that_breaks_the_parse_after_many_slices_is_named_as_when_read_whole(tmp_path, monkeypatch, header):
+    import tasks.ingest as ingest
+
+    monkeypatch.setattr(ingest, "SLICE_ROWS", 16)
+    path = write(tmp_path, "late.csv", header + "\n" + f"{V1},u\n" * 300 + f"{V1},a,b\n{V1},z\n")
+    with pytest.raises(FleetFileError, match=r"cannot be parsed as CSV \(row 301 has 3 fields, the header 2\)"):
+        read_fleet([path])
