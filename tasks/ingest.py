@@ -22,10 +22,11 @@ import glob as globbing
 import io
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from tasks.vins import MISSING, WRONG_LENGTH, normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
@@ -34,6 +35,10 @@ CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".tab"}
 PARQUET_SUFFIXES = {".parquet", ".pq"}
 CANDIDATE_DELIMITERS = (",", ";", "\t", "|")
 SNIFF_BYTES = 64 * 1024
+# Rows of a fleet file read and checked at a time: a file of millions of rows is never held whole, only its
+# roster (and rejected rows) grow with it.
+SLICE_ROWS = 250_000
+SCAN_BLOCK = 4 << 20  # bytes read at a time by the pass that checks a CSV's encoding and quotes
 # Control characters other than tab, line feed, carriage return and form feed never occur in a text
 # export; more than a few in the first 64 KB means a binary file with a .csv name.
 _CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
@@ -308,6 +313,70 @@ def _read_csv(path: Path) -> pl.DataFrame:
     return frame
 
 
+def _csv_slices(path: Path) -> tuple[list[str], Iterator[pl.DataFrame]]:
+    """A CSV's header and its rows, SLICE_ROWS at a time, as `_read_csv` reads them whole.
+
+    A UTF-8 file (the usual export) is scanned by polars from the disk, so neither its bytes nor all its
+    rows are ever held at once. Any other file (UTF-16, cp1252, an odd number of quotes, one polars cannot
+    scan) is read whole by `_read_csv`, which gives the same rows, or the same error.
+    """
+    plain = _plain_utf8(path)
+    if plain is not None:
+        skip, separator = plain
+        scan = pl.scan_csv(path, separator=separator, infer_schema=False, quote_char='"', raise_if_empty=False,
+                           skip_lines=skip, glob=False)
+        try:
+            columns = scan.collect_schema().names()
+        except (pl.exceptions.PolarsError, pl.exceptions.PanicException):
+            pass  # read whole below: its error names the row
+        else:
+            return columns, _scanned_slices(path, scan)
+    frame = _read_csv(path)
+    return frame.columns, frame.iter_slices(SLICE_ROWS)
+
+
+def _scanned_slices(path: Path, scan: pl.LazyFrame) -> Iterator[pl.DataFrame]:
+    try:
+        yield from scan.collect_batches(chunk_size=SLICE_ROWS)
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
+        _read_csv(path)  # a file that does not parse: reading it whole gives the error that names the row
+        raise FleetFileError(path, f"cannot be parsed as CSV ({_polars_problem(exc)}): check the delimiter, and "
+                                   "that every row has as many fields as the header and closes its quotes") from None
+
+
+def _plain_utf8(path: Path) -> tuple[int, str] | None:
+    """(blank lines before the header, separator) of a CSV polars can scan as it lies on the disk: UTF-8 (a BOM
+    allowed), with text in it and an even number of quotes. None for any other file, or one that cannot be
+    read: `_read_csv` reads it whole, and says why when it cannot be used.
+
+    One pass over the file in blocks, before any row is parsed; refuses what the first 64 KB show is no CSV.
+    """
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            head = handle.read(SNIFF_BYTES + 3)
+            _check_head(head[:SNIFF_BYTES], size, path)
+            text = head[3:] if head.startswith(b"\xef\xbb\xbf") else head
+            if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in text[:SNIFF_BYTES]:
+                return None
+            decoder = codecs.getincrementaldecoder("utf-8")()
+            quotes, has_text, block = 0, False, head
+            while block:
+                if not block.isascii() or decoder.getstate()[0]:  # ASCII is UTF-8: only other blocks are decoded
+                    decoder.decode(block)
+                quotes += block.count(b'"')
+                has_text = has_text or bool(block.strip())
+                block = handle.read(SCAN_BLOCK)
+            decoder.decode(b"", final=True)
+    except (OSError, UnicodeDecodeError):
+        return None
+    header = _first_line(text)
+    if quotes % 2 or not has_text or not header:
+        return None
+    leading_blank = re.match(rb"(?:[ \t]*\r?\n)+", text)
+    return (leading_blank.group().count(b"\n") if leading_blank else 0), _sniff_delimiter(header)
+
+
 def _unclosed_quote(text: bytes) -> tuple[int, int] | None:
     """Line and column (1-based, in characters) of a quote left open with lines after it; None if there is none.
 
@@ -349,6 +418,26 @@ def _read_parquet(path: Path) -> pl.DataFrame:
         raise FleetFileError(
             path, f"unreadable Parquet file ({_polars_problem(exc)}): write it again, or {EXPORT_HINT}"
         ) from None
+
+
+def _parquet_slices(path: Path) -> tuple[list[str], Iterator[pl.DataFrame]]:
+    """A Parquet file's columns and its rows, SLICE_ROWS at a time (row group by row group); a file polars
+    cannot scan is read whole by `_read_parquet`, whose error says why."""
+    try:
+        scan = pl.scan_parquet(path, glob=False)
+        columns = scan.collect_schema().names()
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError):
+        frame = _read_parquet(path)
+        return frame.columns, frame.iter_slices(SLICE_ROWS)
+    return columns, _scanned_parquet(path, scan)
+
+
+def _scanned_parquet(path: Path, scan: pl.LazyFrame) -> Iterator[pl.DataFrame]:
+    try:
+        yield from scan.collect_batches(chunk_size=SLICE_ROWS)
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+        _read_parquet(path)  # the error reading it whole gives
+        raise FleetFileError(path, f"unreadable Parquet file ({_polars_problem(exc)}): write it again, or {EXPORT_HINT}") from None
 
 
 NESTED = (pl.List, pl.Array, pl.Struct)
@@ -397,12 +486,13 @@ def _is_parquet(path: Path) -> bool:
         return False
 
 
-def _read_one(path: Path) -> pl.DataFrame:
+def _slices(path: Path) -> tuple[list[str], Iterator[pl.DataFrame]]:
+    """A fleet file's columns and its rows, SLICE_ROWS at a time."""
     if _is_parquet(path):
-        return _read_parquet(path)
+        return _parquet_slices(path)
     if path.suffix.lower() in PARQUET_SUFFIXES:
         raise FleetFileError(path, "not a Parquet file (missing PAR1 magic): write it again as Parquet, or name it .csv if it is CSV")
-    return _read_csv(path)
+    return _csv_slices(path)
 
 
 def find_vin_column(columns: list[str], path: Path | str, vin_column: str | None = None) -> str:
@@ -455,12 +545,12 @@ def _roles(columns: list[str]) -> set[str]:
     return {role for role, aliases in ROSTER_ALIASES.items() if keys & (aliases | {_header_key(role)})}
 
 
-def _find_vin_or_plates(frame: pl.DataFrame, path: Path, vin_column: str | None) -> str:
+def _find_vin_or_plates(columns: list[str], path: Path, vin_column: str | None) -> str:
     """The VIN column; a file without one but with plate and state (or country) columns is a file of plates."""
     try:
-        return find_vin_column(frame.columns, path, vin_column)
+        return find_vin_column(columns, path, vin_column)
     except FleetFileError as exc:
-        roles = _roles(frame.columns)
+        roles = _roles(columns)
         if vin_column is None and "plate" in roles and roles & {"state", "country"} and "no VIN column" in exc.problem:
             return NO_VIN_COLUMN
         if vin_column is None and "plate" in roles and "no VIN column" in exc.problem:
@@ -468,31 +558,97 @@ def _find_vin_or_plates(frame: pl.DataFrame, path: Path, vin_column: str | None)
         raise
 
 
-def _prepare(path: Path, vin_column: str | None) -> tuple[pl.DataFrame, int]:
-    """One file's data rows (blank lines removed but still numbered) and how many blank lines it had."""
-    frame = _read_one(path)
-    if not frame.columns:
-        raise FleetFileError(path, EMPTY)
-    vin_name = _find_vin_or_plates(frame, path, vin_column)
-    if vin_name == NO_VIN_COLUMN:
-        frame = frame.with_columns(pl.lit(None, pl.String).alias(NO_VIN_COLUMN))
-    if frame.height == 0:
+@dataclass
+class _Pieces:
+    """What the slices of every file leave, in file and row order, each row in one list."""
+    templates: list[pl.DataFrame] = field(default_factory=list)  # each file's columns, no rows
+    accepted: list[pl.DataFrame] = field(default_factory=list)  # valid VINs, duplicates not collapsed yet
+    rejected: list[pl.DataFrame] = field(default_factory=list)
+    plates: list[pl.DataFrame] = field(default_factory=list)  # empty VIN cell, a plate: looked up later
+    rows_in: int = 0
+    blank_rows: int = 0
+
+
+def _read_file(path: Path, vin_column: str | None, pieces: _Pieces) -> None:
+    """One file's data rows, slice by slice, into `pieces`; blank lines are counted, not rows, but keep their
+    number (`source_row` runs on across slices)."""
+    columns, slices = _slices(path)
+    try:
+        if not columns:
+            raise FleetFileError(path, EMPTY)
+        vin_name = _find_vin_or_plates(columns, path, vin_column)
+    except FleetFileError:
+        for _ in slices:  # a file that does not parse says so first, as when it was read whole
+            pass
+        raise
+    renames: dict[str, str] = {}
+    km_header = False
+    read = blanks = 0
+    template = None
+    for frame in slices:
+        if vin_name == NO_VIN_COLUMN:
+            frame = frame.with_columns(pl.lit(None, pl.String).alias(NO_VIN_COLUMN))
+        frame = _as_text(frame, path, vin_name)
+        if not renames:
+            renames = _roster_names(frame.columns, vin_name)
+            mileage_header = next((name for name, canonical in renames.items() if canonical == "mileage"), None)
+            km_header = mileage_header is not None and _header_key(mileage_header) in KM_HEADERS
+        frame = frame.rename(renames).with_columns(
+            pl.lit(str(path)).alias("source_file"),
+            pl.int_range(read + 1, read + pl.len() + 1, dtype=pl.Int64).alias("source_row"),
+        )
+        read += frame.height
+        blank = _blank_rows(frame)
+        count = int(blank.sum())
+        blanks += count
+        frame = frame.filter(~blank) if count else frame
+        if km_header:
+            frame = frame.with_columns(pl.lit("km").alias("_mileage_header_unit"))  # read by _tidy, then dropped
+        if template is None:
+            template = frame.clear()
+            pieces.templates.append(template)
+        _process_slice(frame, pieces)
+    if blanks == read:  # no rows, or blank lines only
         raise FleetFileError(path, NO_ROWS)
-    frame = _as_text(frame, path, vin_name)
-    renames = _roster_names(frame.columns, vin_name)
-    frame = frame.rename(renames).with_columns(
-        pl.lit(str(path)).alias("source_file"),
-        pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("source_row"),
+    pieces.blank_rows += blanks
+
+
+def _process_slice(rows: pl.DataFrame, pieces: _Pieces) -> None:
+    """Check one slice's VINs; each row goes to the accepted rows (collapsed once all are read), the
+    rejected rows or the rows waiting for a plate lookup."""
+    # A VIN cell longer than RAW_VALUE_LIMIT is no VIN, however many spaces it holds: it is rejected as
+    # wrong_length and kept cut short, so a 100 MB cell is neither copied ten times by the checks below
+    # nor stored whole in rejected_rows.
+    raw_length = pl.col("raw_vin").str.len_chars()
+    rows = rows.with_columns(
+        (raw_length > RAW_VALUE_LIMIT).fill_null(False).alias("_too_long"),
+        pl.when(raw_length > RAW_VALUE_LIMIT)
+        .then(pl.concat_str(pl.col("raw_vin").str.slice(0, RAW_VALUE_LIMIT), pl.lit("… ("),
+                            raw_length.cast(pl.String), pl.lit(" characters)")))
+        .otherwise(pl.col("raw_vin"))
+        .alias("raw_vin"),
     )
-    blank = _blank_rows(frame)
-    blanks = int(blank.sum())
-    if blanks == frame.height:
-        raise FleetFileError(path, NO_ROWS)
-    frame = frame.filter(~blank) if blanks else frame
-    mileage_header = next((name for name, canonical in renames.items() if canonical == "mileage"), None)
-    if mileage_header is not None and _header_key(mileage_header) in KM_HEADERS:
-        frame = frame.with_columns(pl.lit("km").alias("_mileage_header_unit"))  # read in read_fleet, then dropped
-    return frame, blanks
+    rows = rows.with_columns(normalise_vin_expr("raw_vin").alias("vin"))
+    rows = with_check_digit_valid(rows, "vin", "check_digit_valid")
+    rows = rows.with_columns(
+        pl.when(pl.col("_too_long")).then(pl.lit(WRONG_LENGTH))
+        .otherwise(vin_reject_reason_expr("vin", "check_digit_valid"))
+        .alias("reason")
+    ).drop("_too_long")
+    pieces.rows_in += rows.height
+    if "plate" in rows.columns:
+        # An empty VIN cell with a plate beside it: the VIN is looked up by plate later, not rejected.
+        waits = ((pl.col("reason") == MISSING) & (pl.col("plate").str.strip_chars().str.len_chars() > 0)).fill_null(False)
+        plates = rows.filter(waits).drop("reason", "raw_vin", "vin", "check_digit_valid")
+        if plates.height:
+            pieces.plates.append(plates)
+            rows = rows.filter(~waits)
+    rejected = rows.filter(pl.col("reason").is_not_null())
+    if rejected.height:
+        pieces.rejected.append(rejected.select("source_file", "source_row", pl.col("raw_vin").alias("raw_value"), "reason")
+                               .cast(REJECTED_SCHEMA))  # type: ignore[arg-type]
+        rows = rows.filter(pl.col("reason").is_null())
+    pieces.accepted.append(rows.drop("reason", "raw_vin"))
 
 
 def _blank_rows(frame: pl.DataFrame) -> pl.Series:
@@ -566,75 +722,46 @@ def read_fleet(paths: Sequence[str | Path] | str | Path, vin_column: str | None 
     files, skipped = expand_paths(paths)
     if not files:
         raise FleetFileError(", ".join(map(str, paths if isinstance(paths, list) else [paths])), "no files to read")
-    prepared = [_prepare(path, vin_column) for path in files]
-    blank_rows = sum(blanks for _, blanks in prepared)
-    frames = [frame for frame, _ in prepared]
-    del prepared
-    rows = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
-    del frames
-
-    # A VIN cell longer than RAW_VALUE_LIMIT is no VIN, however many spaces it holds: it is rejected as
-    # wrong_length and kept cut short, so a 100 MB cell is neither copied ten times by the checks below
-    # nor stored whole in rejected_rows.
-    raw_length = pl.col("raw_vin").str.len_chars()
-    rows = rows.with_columns(
-        (raw_length > RAW_VALUE_LIMIT).fill_null(False).alias("_too_long"),
-        pl.when(raw_length > RAW_VALUE_LIMIT)
-        .then(pl.concat_str(pl.col("raw_vin").str.slice(0, RAW_VALUE_LIMIT), pl.lit("… ("),
-                            raw_length.cast(pl.String), pl.lit(" characters)")))
-        .otherwise(pl.col("raw_vin"))
-        .alias("raw_vin"),
-    )
-    rows = rows.with_columns(normalise_vin_expr("raw_vin").alias("vin"))
-    rows = with_check_digit_valid(rows, "vin", "check_digit_valid")
-    rows = rows.with_columns(
-        pl.when(pl.col("_too_long")).then(pl.lit(WRONG_LENGTH))
-        .otherwise(vin_reject_reason_expr("vin", "check_digit_valid"))
-        .alias("reason")
-    ).drop("_too_long")
-
-    rows_in = rows.height
+    pieces = _Pieces()
+    for path in files:
+        _read_file(path, vin_column, pieces)
+    # Every file's columns, in the order they appear (as one frame of all the files' rows would have them).
+    columns = pl.concat(pieces.templates, how="diagonal_relaxed").drop("raw_vin")
+    rejected = pl.concat([pl.DataFrame(schema=REJECTED_SCHEMA), *pieces.rejected])
     plates = None
-    if "plate" in rows.columns:
-        # An empty VIN cell with a plate beside it: the VIN is looked up by plate later, not rejected.
-        waits = ((pl.col("reason") == MISSING) & (pl.col("plate").str.strip_chars().str.len_chars() > 0)).fill_null(False)
-        plates = _tidy(rows.filter(waits).drop("reason", "raw_vin", "vin", "check_digit_valid"))
-        if plates.height:
-            rows = rows.filter(~waits)
-    rejected = (
-        rows.filter(pl.col("reason").is_not_null())
-        .select("source_file", "source_row", pl.col("raw_vin").alias("raw_value"), "reason")
-        .cast(REJECTED_SCHEMA)  # type: ignore[arg-type]
-    )
-    # Work out which rows make the roster on narrow columns, then copy the wide rows once.
-    firsts = (
-        rows.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("index"), "vin", "reason")
-        .filter(pl.col("reason").is_null())
-        .group_by("vin", maintain_order=True)
-        .agg(pl.col("index").first(), (pl.len() - 1).cast(pl.Int64).alias("duplicate_count"))
-    )
-    # Column by column, each dropped from `rows` once copied: the wide rows are not held twice at the peak.
-    index = firsts["index"]
-    rows = rows.drop("reason", "raw_vin")
-    picked = []
-    for name in rows.columns:
-        picked.append(rows[name].gather(index))
-        rows = rows.drop(name)
-    del rows
-    roster = pl.DataFrame(picked).with_columns(firsts["duplicate_count"])
-    del picked
-    accepted_count = roster.height + int(firsts["duplicate_count"].sum())
-    del firsts
-    roster = _tidy(roster)
+    if "plate" in columns.columns:
+        plates = _tidy(pl.concat([columns, *pieces.plates], how="diagonal_relaxed"))
+    # Which rows make the roster (the first of each VIN), worked out on the VINs alone: a group-by over
+    # millions of VINs would hold a list of rows per VIN at once.
+    vins = pl.concat([piece.get_column("vin") for piece in pieces.accepted])
+    first = np.zeros(vins.len(), dtype=bool)
+    first[vins.arg_unique().to_numpy()] = True
+    # Each first row's further occurrences, counted on the (few) duplicates.
+    further = vins.filter(~pl.Series(first)).value_counts(name="duplicate_count")
+    duplicate_count = (vins.filter(pl.Series(first)).to_frame()
+                       .join(further, on="vin", how="left", maintain_order="left")
+                       .get_column("duplicate_count").fill_null(0).cast(pl.Int64))
+    del vins, further
+    # Then slice by slice, each slice let go once its first rows are kept: the rows are never held twice.
+    kept, start = [], 0
+    aligned = len(pieces.templates) > 1  # every file's columns in every slice, as one frame of all rows has them
+    while pieces.accepted:
+        piece = pieces.accepted.pop(0)
+        start += piece.height
+        piece = piece.filter(pl.Series(first[start - piece.height : start]))
+        kept.append(_tidy(pl.concat([columns, piece], how="diagonal_relaxed") if aligned else piece))
+    roster = pl.concat(kept).with_columns(duplicate_count)
+    del kept
+    duplicates = int(duplicate_count.sum())
 
     return IngestResult(
         roster=roster,
         rejected=rejected,
         files=[str(p) for p in files],
-        rows_in=rows_in,
+        rows_in=pieces.rows_in,
         valid=roster.height,
-        duplicates=accepted_count - roster.height,
-        blank_rows=blank_rows,
+        duplicates=duplicates,
+        blank_rows=pieces.blank_rows,
         skipped_files=skipped,
         plates=plates if plates is not None else pl.DataFrame(),
     )

@@ -23,6 +23,7 @@ from .datasets import REGISTRY, Dataset, Live, LiveNames, default_names, docs_ta
 from .markets import in_scope, with_market
 from .plates import PlatePlan, plan_plates
 from .storage import Database
+from .vins import vin_order
 
 # The registry's names (tasks/datasets.py), read at each use.
 ALL_DATASETS: Sequence[str] = LiveNames(names)
@@ -172,11 +173,13 @@ def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tupl
           for name, dtype in (("state", pl.String), ("mileage", pl.Int64), ("mileage_unit", pl.String),
                               ("condition", pl.String), ("country", pl.String))),
     )
+    frame = frame[vin_order(frame["vin"])]
     # `read_fleet` gives one row per VIN, and plate-found VINs are only added when new (tasks/plates.py);
-    # a VIN given twice anyway is planned once, as landing keeps one row per VIN.
-    if frame.height != frame["vin"].n_unique():
-        frame = frame.unique("vin", keep="first", maintain_order=True)
-    frame = frame.sort("vin")
+    # a VIN given twice anyway is planned once (its first row: the sort keeps equal VINs in order), as
+    # landing keeps one row per VIN.
+    repeated = (frame["vin"] == frame["vin"].shift(1)).fill_null(False)
+    if repeated.any():
+        frame = frame.filter(~repeated)
     db.connection.register("plan_roster_frame", frame.select("vin").to_arrow())
     try:
         decoded = db.query("plan_roster_frame")

@@ -39,13 +39,14 @@ WEIGHTS = (8, 7, 6, 5, 4, 3, 2, 10, 0, 9, 8, 7, 6, 5, 4, 3, 2)
 _TRANSLITERATION_BY_BASE36 = pl.Series(
     "transliteration", [TRANSLITERATION.get(c, 0) for c in "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"], dtype=pl.Int64
 )
-_TRANSLITERATION_BY_BYTE = np.zeros(256, dtype=np.float32)
-_WEIGHTS = np.array(WEIGHTS, dtype=np.float32)
+# A VIN's bytes index this table; one matrix product gives each VIN's weighted sum (column 0) and a sum
+# (column 1) in which any byte outside the alphabet adds _NOT_ALLOWED: both in one pass over the bytes.
+_NOT_ALLOWED = 1024.0  # more than 17 * 9; float32 sums stay exact (at most 17 * 10 * 1033)
+_TRANSLITERATION_BY_BYTE = np.full(256, _NOT_ALLOWED, dtype=np.float32)
+_WEIGHTS = np.array([WEIGHTS, [1] * VIN_LENGTH], dtype=np.float32).T
 _BLOCK = 262_144  # VINs per numpy block
 for _char, _value in TRANSLITERATION.items():
     _TRANSLITERATION_BY_BYTE[ord(_char)] = _value
-_ALLOWED_BYTE = np.zeros(256, dtype=bool)
-_ALLOWED_BYTE[list(b"ABCDEFGHJKLMNPRSTUVWXYZ0123456789")] = True
 _ALLOWED_RE = re.compile(ALLOWED_PATTERN)
 # Spaces, dashes and the invisible characters a copy from a web page or a spreadsheet brings along
 # (zero-width space/joiners, word joiner, a stray BOM): none is ever part of a VIN.
@@ -60,7 +61,7 @@ def _as_expr(vin: pl.Expr | str) -> pl.Expr:
 def normalise_vin_expr(raw: pl.Expr | str) -> pl.Expr:
     """Trimmed, upper-cased VIN without spaces or dashes; empty strings become null."""
     cleaned = _as_expr(raw).cast(pl.String).str.replace_all(STRIP_PATTERN, "").str.to_uppercase()
-    return pl.when(cleaned.str.len_chars() == 0).then(None).otherwise(cleaned)
+    return cleaned.replace("", None)  # `when(empty).then(None).otherwise(cleaned)` cleaned each VIN twice
 
 
 def check_digit_expr(vin: pl.Expr | str) -> pl.Expr:
@@ -101,25 +102,47 @@ def with_check_digit_valid(frame: pl.DataFrame, vin: str = "vin", name: str = "c
     allowed = np.zeros(len(vins), dtype=bool)
     valid = np.zeros(len(vins), dtype=bool)
     if sized.any():
-        matching = vins.filter(pl.Series(sized)).to_arrow(compat_level=pl.CompatLevel.oldest())
-        text = pa.concat_arrays(matching.chunks) if isinstance(matching, pa.ChunkedArray) else matching
-        text = text.cast(pa.large_string())
-        start = text.offset * VIN_LENGTH  # offsets of equal-length strings: their bytes lie end to end
-        joined = np.frombuffer(text.buffers()[2], dtype=np.uint8)[start : start + len(text) * VIN_LENGTH]
-        chars = joined.reshape(-1, VIN_LENGTH)
+        chars = _vin_bytes(vins.filter(pl.Series(sized)))
         ok = np.empty(len(chars), dtype=bool)
         digit_ok = np.empty(len(chars), dtype=bool)
         for start in range(0, len(chars), _BLOCK):  # in blocks: the float matrix of 4M VINs would be 272 MB
             block = chars[start : start + _BLOCK]
-            ok[start : start + _BLOCK] = _ALLOWED_BYTE[block].all(axis=1)
-            # float32 sums are exact here (at most 17 * 9 * 10) and use BLAS instead of an integer loop.
-            remainder = np.rint(_TRANSLITERATION_BY_BYTE[block] @ _WEIGHTS).astype(np.int64) % 11
+            sums = _TRANSLITERATION_BY_BYTE[block] @ _WEIGHTS
+            ok[start : start + _BLOCK] = sums[:, 1] < _NOT_ALLOWED
+            remainder = np.rint(sums[:, 0]).astype(np.int64) % 11
             digit_ok[start : start + _BLOCK] = block[:, 8] == np.where(remainder == 10, ord("X"), ord("0") + remainder)
         allowed[sized] = ok
         valid[sized] = ok & digit_ok
     # Null where the VIN is not 17 allowed characters, as in the expression.
     column = pl.select(pl.when(pl.lit(pl.Series(allowed))).then(pl.lit(pl.Series(name, valid)))).to_series().alias(name)
     return frame.with_columns(column)
+
+
+def _vin_bytes(vins: pl.Series) -> np.ndarray:
+    """The bytes of VINs that are all 17 bytes long, one row of 17 per VIN (no nulls)."""
+    matching = vins.to_arrow(compat_level=pl.CompatLevel.oldest())
+    text = pa.concat_arrays(matching.chunks) if isinstance(matching, pa.ChunkedArray) else matching
+    text = text.cast(pa.large_string())
+    start = text.offset * VIN_LENGTH  # offsets of equal-length strings: their bytes lie end to end
+    joined = np.frombuffer(text.buffers()[2], dtype=np.uint8)[start : start + len(text) * VIN_LENGTH]
+    return joined.reshape(-1, VIN_LENGTH)
+
+
+def vin_order(vins: pl.Series) -> pl.Series:
+    """The row order that sorts `vins` (equal VINs in their order), as `arg_sort(maintain_order=True)` gives it.
+
+    VINs of 17 bytes (every VIN a roster holds) are sorted as three integers (bytes 1-8, 9-16, 17), which
+    compare as the bytes do: a quarter of the time of sorting a million strings.
+    """
+    if vins.null_count() or not (vins.str.len_bytes() == VIN_LENGTH).all():
+        return vins.to_frame("vin").with_row_index("row").sort("vin", maintain_order=True)["row"]
+    chars = _vin_bytes(vins)
+    keys = pl.DataFrame({
+        "head": chars[:, :8].copy().view(">u8").ravel().astype(np.uint64),
+        "middle": chars[:, 8:16].copy().view(">u8").ravel().astype(np.uint64),
+        "last": chars[:, 16],
+    })
+    return keys.with_row_index("row").sort("head", "middle", "last", maintain_order=True)["row"]
 
 
 def is_north_american_expr(vin: pl.Expr | str) -> pl.Expr:
@@ -130,16 +153,18 @@ def vin_reject_reason_expr(vin: pl.Expr | str, check_digit_valid: pl.Expr | str 
     """Reject reason for a *normalised* VIN, or null when the VIN is acceptable.
 
     Pass `check_digit_valid` (an expression or column already holding `check_digit_valid_expr`)
-    to avoid computing the check digit twice on large frames.
+    to avoid computing the check digit twice on large frames; being null exactly where the VIN is not
+    17 allowed characters, it also spares the alphabet's regex.
     """
     vin = _as_expr(vin)
     valid_digit = check_digit_valid_expr(vin) if check_digit_valid is None else _as_expr(check_digit_valid)
+    not_allowed = ~vin.str.contains(ALLOWED_PATTERN) if check_digit_valid is None else valid_digit.is_null()
     return (
         pl.when(vin.is_null())
         .then(pl.lit(MISSING))
         .when(vin.str.len_chars() != VIN_LENGTH)
         .then(pl.lit(WRONG_LENGTH))
-        .when(~vin.str.contains(ALLOWED_PATTERN))
+        .when(not_allowed)
         .then(pl.lit(INVALID_CHARACTERS))
         .when(is_north_american_expr(vin) & ~valid_digit)
         .then(pl.lit(CHECK_DIGIT))

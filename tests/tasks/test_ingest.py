@@ -251,3 +251,94 @@ def test_header_and_blank_lines_only_is_unusable(tmp_path):
     path = write(tmp_path, "blank.csv", "vin,unit\n\n,\n  ,  \n")
     with pytest.raises(FleetFileError, match="has a header but no data rows"):
         read_fleet([path])
+
+
+def _mixed_fleet(rows: int) -> str:
+    """Valid, duplicate, rejected, blank, plate-only and multi-line quoted rows, spread over the file."""
+    vins = [V1, V2, V3, V4]
+    lines = ["VIN,Unit,Plate,State,Mileage,Depot"]
+    for i in range(1, rows + 1):
+        if i % 97 == 0:
+            lines.append("")  # a blank line keeps its number
+        elif i % 13 == 0:
+            lines.append(f"1HGCM82634A{i:06d},bad{i},,,,")  # wrong check digit
+        elif i % 31 == 0:
+            lines.append(f",plate{i},P{i},tx,,")  # a plate, no VIN: waits for a lookup
+        elif i % 41 == 0:
+            lines.append(f'{vins[i % 4].lower()},dup{i},,,"12,345 km","Yard {i}\nsecond line"')  # quoted line break
+        else:
+            lines.append(f"WBA3A5C5{i:09d},u{i},,,{i},Depot {i % 5}")  # European: the check digit is advisory
+    return "\n".join(lines) + "\n"
+
+
+def test_a_csv_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, monkeypatch):
+    """A large fleet is never held whole: rows are read and checked slice by slice, and the result (roster, line
+    numbers, duplicates, rejected rows, plate rows) is the one of reading the file in one piece."""
+    import tasks.ingest as ingest
+
+    path = write(tmp_path, "fleet.csv", _mixed_fleet(1000))
+    whole = read_fleet([path])  # far under the default slice: one slice
+    seen: list[int] = []
+    process = ingest._process_slice
+
+    def spy(frame, *args, **kwargs):
+        seen.append(frame.height)
+        return process(frame, *args, **kwargs)
+
+    monkeypatch.setattr(ingest, "SLICE_ROWS", 64)
+    monkeypatch.setattr(ingest, "_process_slice", spy)
+    monkeypatch.setattr(ingest, "_read_csv", None)  # a UTF-8 file is never read whole
+    sliced = read_fleet([path])
+    assert len(seen) >= 1000 // 64 and max(seen) <= 64 and sum(seen) == 1000 - 10  # the 10 blank lines are counted apart
+    assert sliced.summary() == whole.summary()
+    assert sliced.roster.equals(whole.roster) and sliced.roster.columns == whole.roster.columns
+    assert sliced.rejected.equals(whole.rejected) and sliced.plates.equals(whole.plates)
+    # Line numbers run on across slices: row 988 is the 988th record (the 13th row that fails its check digit, ...).
+    assert sliced.rejected.filter(pl.col("source_row") == 988)["reason"].to_list() == ["check_digit"]
+    assert sliced.plates.filter(pl.col("source_row") == 992)["plate"].to_list() == ["P992"]
+    assert (sliced.blank_rows, sliced.duplicates) == (10, whole.duplicates) and whole.duplicates > 10
+    accounted(sliced)
+
+
+def test_files_in_slices_keep_every_column_of_every_file(tmp_path, monkeypatch):
+    """Files with different columns, read in slices: roster, plates and rejected rows as when read whole."""
+    import tasks.ingest as ingest
+
+    first = write(tmp_path, "a.csv", _mixed_fleet(300))
+    second = write(tmp_path, "b.csv", f"vin,colour\n{V2},red\n,blue\n{V3},green\n" * 40)
+    whole = read_fleet([first, second])
+    monkeypatch.setattr(ingest, "SLICE_ROWS", 16)
+    sliced = read_fleet([first, second])
+    assert sliced.summary() == whole.summary()
+    assert sliced.roster.equals(whole.roster) and sliced.roster.columns == whole.roster.columns
+    assert sliced.rejected.equals(whole.rejected)
+    assert sliced.plates.equals(whole.plates) and sliced.plates.columns == whole.plates.columns
+
+
+def test_a_parquet_file_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, monkeypatch):
+    import tasks.ingest as ingest
+
+    csv = write(tmp_path, "fleet.csv", _mixed_fleet(600))
+    path = tmp_path / "fleet.parquet"
+    pl.read_csv(csv, infer_schema=False).write_parquet(path, row_group_size=100)
+    whole = read_fleet([path])
+    seen: list[int] = []
+    process = ingest._process_slice
+    monkeypatch.setattr(ingest, "SLICE_ROWS", 50)
+    monkeypatch.setattr(ingest, "_read_parquet", None)  # never read whole
+    monkeypatch.setattr(ingest, "_process_slice", lambda frame, pieces: (seen.append(frame.height), process(frame, pieces)))
+    sliced = read_fleet([path])
+    assert len(seen) >= 600 // 50 and max(seen) <= 50
+    assert sliced.summary() == whole.summary()
+    assert sliced.roster.equals(whole.roster) and sliced.rejected.equals(whole.rejected)
+    assert sliced.plates.equals(whole.plates)
+
+
+@pytest.mark.parametrize("header", ["vin,unit", "a,b"])
+def test_a_row_that_breaks_the_parse_after_many_slices_is_named_as_when_read_whole(tmp_path, monkeypatch, header):
+    import tasks.ingest as ingest
+
+    monkeypatch.setattr(ingest, "SLICE_ROWS", 16)
+    path = write(tmp_path, "late.csv", header + "\n" + f"{V1},u\n" * 300 + f"{V1},a,b\n{V1},z\n")
+    with pytest.raises(FleetFileError, match=r"cannot be parsed as CSV \(row 301 has 3 fields, the header 2\)"):
+        read_fleet([path])

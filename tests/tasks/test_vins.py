@@ -87,3 +87,14 @@ def test_frame_helper_matches_expression_across_its_blocks(monkeypatch):
     frame = pl.DataFrame({"vin": values * 3}, schema={"vin": pl.String})
     expected = frame.select(check_digit_valid_expr("vin").alias("check_digit_valid"))
     assert vins_module.with_check_digit_valid(frame).select("check_digit_valid").equals(expected)
+
+
+@pytest.mark.parametrize("extra", [[], ["SHORT", None]])
+def test_vin_order_sorts_as_strings_do_keeping_equal_vins_in_order(extra):
+    from tasks.vins import vin_order
+
+    vins = ["WBA3A5C51CF256651", "1HGCM82633A004352", "1HGCM82633A004353", "1HGCM82633A004352", "JTDKARFU4HL133505",
+            "1HGCM82633A00435Z", "0ZZZZZZZZZZZZZZZZ", "1HGCM82633A004352"] + extra
+    frame = pl.DataFrame({"vin": vins, "row": range(len(vins))}, schema={"vin": pl.String, "row": pl.Int64})
+    expected = frame.sort("vin", maintain_order=True)
+    assert frame[vin_order(frame["vin"])].equals(expected)
