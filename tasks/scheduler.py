@@ -127,11 +127,11 @@ class Scheduler(Generic[T]):
             if reason:
                 drained = self._drain()
                 self.stops.window.made(sum(not j.call.attempts for j in drained))
-                for job in drained:
-                    stopped(job, reason)
+                for gone in drained:
+                    stopped(gone, reason)
             elif self.stops.window.reason():  # the retry window has closed: retries are not sent again
-                for job in self._drain_retries():
-                    stopped(job, WINDOW_CLOSED)
+                for gone in self._drain_retries():
+                    stopped(gone, WINDOW_CLOSED)
             now = self._clock()
             job: Job[T] | None = None
             if self._ready:
