@@ -336,3 +336,15 @@ async def test_a_wait_in_place_ends_when_the_window_closes(service):
             await asyncio.wait_for(stops.call("specs", lambda: client.specs(A), lambda leave: None), 10)
     assert stopped.value.reason == WINDOW_CLOSED
     assert [s.status for s in service.calls(A)] == [503]
+
+
+def test_the_default_window_holds_a_call_whose_every_retry_waits_out_the_specs_retry_after():
+    """A call's first attempt comes before the window opens, so its retries have at least the whole window:
+    with the defaults, a call answered 503 `Retry-After: 60` every time spends its retries and ends failed
+    (with the service's reason), instead of pending run after run."""
+    from connectors import RetryPolicy
+    from tasks.retry_window import DEFAULT_SECONDS
+
+    spec_retry_after = 60.0
+    assert RetryPolicy().max_retries * spec_retry_after <= DEFAULT_SECONDS
+    assert RetryPolicy().max_retries >= 2  # "a call may rightly wait out two or three 60 s Retry-Afters"
