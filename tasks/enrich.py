@@ -268,7 +268,7 @@ async def fetch_chunk(
         done(vin)
 
     scheduler.add(jobs, follows=follows)
-    async with AsyncVehicleDataClient(settings, on_call=observe, interrupt=lambda: stops.stopping(api)) as client:
+    async with AsyncVehicleDataClient(settings, on_call=observe) as client:  # scheduled: never waits in place
         await scheduler.run(attempt, stopped, hand_off=lane.hand_off if lane else None)
     for job in scheduler.handed_off:
         result.handed_off.append(job.item["vin"])

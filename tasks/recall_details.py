@@ -170,7 +170,7 @@ async def _by_model(db, run_id, groups, settings, budget, outcome, stops, concur
 
         first = job.item[0]
         pool = listing = None
-        async with AsyncVehicleDataClient(settings, on_call=observe, interrupt=lambda: stops.stopping(api)) as client:
+        async with AsyncVehicleDataClient(settings, on_call=observe) as client:  # scheduled: never waits in place
             try:
                 listing = await client.recalls_by_model(first["year"], first["make"], first["model"])
                 pool = listing.data.recalls

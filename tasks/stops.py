@@ -25,8 +25,10 @@ The pause scope is the endpoint (`connectors.ENDPOINTS` name), not the quota gro
 checks go on when per-VIN recall lookups fail.
 
 Cancellation (SIGTERM, SIGINT: tasks/signals.py) is a stop of the key with the reason `cancelled`:
-the same checks end every fetch loop, and whatever waits (a retry's Retry-After, a batch poll) waits
-through `pause` or the client's `interrupt`, which notice a stop of the key within POLL seconds.
+the same checks end every fetch loop, and whatever waits notices a stop of the key within a second: a
+batch poll through `pause`, a retry in a scheduler's queue through `reason`, a retry waiting in place
+through `call` (connectors.retry.waits_end_when, the one way such a wait ends early; the run's retry
+window closing ends it too).
 
 Chunks run in threads, each with its own event loop: waiting is cross-thread and cross-loop.
 """
@@ -145,7 +147,7 @@ class Stops:
         _wake(waiters)
 
     def stopping(self, api: str | None = None) -> bool:
-        """Whether calls to `api` (any call, without one) are stopped: what the client's `interrupt` asks."""
+        """Whether calls to `api` (any call, without one) are stopped (a client's `interrupt` may ask it)."""
         with self._lock:
             return KEY in self._stopped or (api is not None and api in self._stopped)
 
