@@ -4,14 +4,15 @@
 per-VIN recall details) in its own process, against a sandbox in its own process started with
 `--fault-rate 0.3` (500/502/503/504 in equal shares; 502/503/504 carry `Retry-After: 60`, which
 nothing shortens: no VDS_MAX_RETRY_AFTER). First the same refresh without faults, for the time to
-beat: the goal is the fault-free time plus 3 minutes. Plate rows are left out (`--no-plates`): their
+beat: the goal is the fault-free time plus 3 minutes; the run's retry window (tasks/retry_window.py) is
+the default 3 minutes, so retries still waiting when it closes end pending (counted, never lost). Plate rows are left out (`--no-plates`): their
 lookups run before the plan (the plan needs their VINs), so their own retry waits would come first.
 
 Nothing may be lost: per dataset, every VIN of the roster is fresh, not applicable, or planned, and
 every planned one ended found, no data, failed (with a reason) or pending (with a reason); what
-landed is what the summary counts. Prints the times, the calls, the retry waits per call (the
-longest chain bounds the run: a call may wait out 60 s up to `max_retries` times), and when each
-endpoint was last called.
+landed is what the summary counts. Prints the wall and CPU times and the load, the calls, the retry
+waits per call (a call may wait out 60 s up to `max_retries` times, within the window), why VINs
+were left pending, and when each endpoint was first and last called.
 """
 
 from __future__ import annotations
