@@ -18,11 +18,11 @@ from .calls import CallObserver, CallRecord
 from .config import Settings
 from .endpoints import ENDPOINTS, Endpoint
 from .redact import guard_loggers, redact_echo, redact_text
-from .retry import RetryAbandoned, RetryLater, parse_retry_after, scheduled_call, stop_check
+from .retry import WAIT_STEP, RetryAbandoned, RetryLater, parse_retry_after, scheduled_call, stop_check, waits_end_when
 from .transport import open_session
 
 log = logging.getLogger("connectors.client")
-INTERRUPT_POLL = 0.25  # seconds between two looks at `interrupt` while waiting to retry
+INTERRUPTED = "interrupted"  # the reason a wait ended by the client's `interrupt` gives
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,10 @@ class BaseClient:
     ) -> None:
         """`on_call` sees every attempt (for counting cost); `http_transport` replaces the pool (tests).
 
-        `interrupt`: asked while waiting to retry (every INTERRUPT_POLL s); True ends the wait and the call
-        raises the error it would have retried (a run being stopped must not sit out a 60 s Retry-After).
+        `interrupt`: the client-wide form of `connectors.retry.waits_end_when`, the one way a wait in place
+        ends early: asked while waiting to retry, True ends the wait, and the call raises the error it would
+        have retried (a run being stopped must not sit out a 60 s Retry-After). Inside an outer
+        `waits_end_when`, the outer check decides, with `RetryAbandoned`.
         """
         settings = settings or Settings.from_env()
         if overrides:
@@ -83,6 +85,17 @@ class BaseClient:
         idempotency_key: str | None = None,
     ) -> Answer:
         """Call an endpoint by name; retries by the policy; raises a `VehicleDataError` on failure."""
+        if self._interrupt is None or stop_check() is not None or scheduled_call() is not None:
+            return await self._request(endpoint, params, json_body, batch_token, payment, idempotency_key)
+        interrupt = self._interrupt
+        with waits_end_when(lambda: INTERRUPTED if interrupt() else None):
+            try:
+                return await self._request(endpoint, params, json_body, batch_token, payment, idempotency_key)
+            except RetryAbandoned as abandoned:
+                raise abandoned.error from None
+
+    async def _request(self, endpoint: str, params: Mapping[str, Any] | None, json_body: Any, batch_token: str | None,
+                       payment: str | None, idempotency_key: str | None) -> Answer:
         ep = ENDPOINTS[endpoint]
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
         headers: dict[str, str] = {}
@@ -135,22 +148,18 @@ class BaseClient:
             await self._wait(delay, error)
 
     async def _wait(self, delay: float, error: errors.VehicleDataError) -> None:
-        """Wait before a retry, ending early when the run stops: inside `waits_end_when`, with
-        `RetryAbandoned` once a stop is named; with an `interrupt` that says stop, with the error itself."""
+        """Wait before a retry; inside `waits_end_when`, end with `RetryAbandoned` once its check names a reason."""
         check = stop_check()
-        if check is None and self._interrupt is None:
+        if check is None:
             await self._sleep(delay)
             return
         deadline = time.monotonic() + delay
-        while True:
-            if check is not None and (reason := check()) is not None:
-                raise RetryAbandoned(reason, error)
-            if self._interrupt is not None and self._interrupt():
-                raise error
+        while (reason := check()) is None:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            await self._sleep(min(INTERRUPT_POLL, left))
+            await self._sleep(min(WAIT_STEP, left))
+        raise RetryAbandoned(reason, error)
 
     async def _send_once(self, ep: Endpoint, query: dict[str, str], headers: dict[str, str], body: Any) -> Answer:
         response = await self._http.send(ep.method, ep.path, query, headers, body, ep.name)

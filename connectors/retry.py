@@ -13,8 +13,9 @@ scheduler (tasks/scheduler.py) inside `scheduled(attempts)`, it does not: a retr
 raises `RetryLater` with the wait, and the scheduler queues the call until then while its slot
 serves other calls. `CallAttempts` carries what makes the next attempt the same call: its
 Idempotency-Key, the attempts made, the retries spent per budget (so the maximum holds).
-A wait in place can be ended early: inside `waits_end_when(check)`, the client looks at `check()`
-every `WAIT_STEP` seconds and gives up with `RetryAbandoned` once it names a reason (a stop).
+A wait in place can be ended early, one way: inside `waits_end_when(check)`, the client looks at
+`check()` every `WAIT_STEP` seconds and gives up with `RetryAbandoned` once it names a reason (a stop,
+the run's retry window closing). The client's `interrupt=` is the same check for all its calls.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ from .errors import (
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_retries: int = 4  # transient failures (5xx upstream, network): attempts = 1 + max_retries
+    # Transient failures (5xx upstream, network): attempts = 1 + max_retries. Three, so that a call answered
+    # 503 `Retry-After: 60` every time spends them within the run's 3-minute retry window (tasks/retry_window.py)
+    # and ends failed with the service's reason, not pending run after run.
+    max_retries: int = 3
     max_500_retries: int = 1  # the spec: "500: once with backoff"
     initial_backoff: float = 0.5
     max_backoff: float = 30.0
@@ -95,7 +99,7 @@ def parse_retry_after(value: str | None) -> float | None:
 
 # --- waiting outside the client: a scheduler's queue, or a wait that a stop ends ----------------------
 
-WAIT_STEP = 0.5  # seconds between two looks at a stop while waiting in place
+WAIT_STEP = 0.25  # seconds between two looks at a stop while waiting in place
 
 
 @dataclass

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +64,9 @@ def add_refresh(sub: argparse._SubParsersAction) -> None:
                    help="fetch on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 (its workers need VDS_API_KEY)")
     p.add_argument("--staging", metavar="URL",
                    help="stage fetched answers on object storage, e.g. s3://bucket/prefix (default: beside --db)")
+    p.add_argument("--retry-window", metavar="DURATION",
+                   help="once every first call is made, retries get this long more, then what still waits is "
+                        "pending for the next run: seconds, or with s, m or h (default 3m; off: no bound)")
     add_wait_flag(p)
     p.set_defaults(run=run_refresh)
 
@@ -138,6 +143,8 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
                                    plates=args.plates, max_units=args.max_units).plan
             if not args.json:
                 print(plan, file=sys.stderr, flush=True)
+            # Worker processes (--workers) take the run's retry window from the environment they inherit.
+            os.environ["FLEET_RETRY_WINDOW"] = "off" if math.isinf(args.retry_window) else str(args.retry_window)
             with service_settings():
                 start_prefect()
                 from .refresh import refresh_fleet  # imports Prefect: only once the files are known to be usable
@@ -154,6 +161,7 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
                         recall_details_by=args.recall_details, plates=args.plates, run_id=run_id,
                         notify=args.notify, value_move=args.value_move,
                         workers=args.workers, dask=args.dask, staging=args.staging,
+                        retry_window=None if math.isinf(args.retry_window) else args.retry_window,
                     )
     except RunCancelled as exc:
         print(f"cancelled: {exc}", file=sys.stderr)

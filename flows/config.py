@@ -49,6 +49,25 @@ def _positive(text: Any, where: str) -> int:
     return value
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def _duration(value: Any, where: str) -> float:
+    """Seconds (a number, or one with s, m or h, e.g. "90s", "3m"); "off" is no bound (infinity)."""
+    text = str(value).strip().lower() if isinstance(value, (int, float, str)) and not isinstance(value, bool) else ""
+    if text == "off":
+        return float("inf")
+    number, unit = (text[:-1], _UNITS[text[-1]]) if text[-1:] in _UNITS else (text, 1)
+    try:
+        seconds = float(number) * unit
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise ConfigError(f"{where}: {value!r} is not a duration; write seconds or a number with s, m or h "
+                          "(e.g. 3m), or off")
+    return seconds
+
+
 def _datasets(value: Any, where: str) -> str:
     names = [d.strip() for d in value.split(",")] if isinstance(value, str) else value
     if not isinstance(names, list) or not all(isinstance(d, str) for d in names):
@@ -114,6 +133,7 @@ class Option:
     default: Any
     commands: tuple[str, ...]
     is_path: bool = False
+    parse_flag: bool = False  # the flag's text is parsed like the file's and the environment's
 
 
 # Each entry: the argparse destination it fills, for the commands that have that flag.
@@ -127,6 +147,8 @@ OPTIONS = {
     "batch_size": Option(_positive, MAX_BATCH_VINS, ("refresh",)),
     "recall_details": Option(_choice("vin", "model"), "vin", ("refresh",)),
     "plates": Option(_switch, True, ("refresh",)),
+    # Once a run has made every first call it can, its retries get this long more (tasks/retry_window.py).
+    "retry_window": Option(_duration, 180.0, ("refresh",), parse_flag=True),
 }
 
 
@@ -212,6 +234,8 @@ def apply(args: Any, command: str, project: ProjectFile | None = None) -> None:
             setattr(args, key, merged)
             continue
         if given is not None:
+            if option.parse_flag:
+                setattr(args, key, option.parse(given, "--" + key.replace("_", "-")))
             continue
         if os.environ.get(env_name):
             value = option.parse(os.environ[env_name], env_name)

@@ -24,7 +24,8 @@ from flows.processes import die_with_parent_process
 from tasks.changes import notify_changes
 from tasks.datasets import LiveNames, names
 from tasks.plan import DEFAULT_DATASETS, Plan
-from tasks.stops import CANCELLED
+from tasks.retry_window import DEFAULT_SECONDS as DEFAULT_RETRY_WINDOW
+from tasks.stops import CANCELLED, for_run
 from tasks.session import holds_run_lock
 from tasks.signals import cancellable, cancelled
 from tasks.summary import (add_counts, budget_left, final_status, record_batch, record_chunk, record_plates, replan,
@@ -104,11 +105,13 @@ def refresh_fleet(
     workers: int | None = None,
     dask: str | None = None,
     staging: str | None = None,
+    retry_window: float | None = DEFAULT_RETRY_WINDOW,
 ) -> dict[str, Any]:
     """Turn fleet files into fresh tables, calling only for what is stale and never paying twice.
 
     A dry run plans against the published database read-only and writes nothing (tasks/preview.py).
     SIGTERM or SIGINT while it runs cancels it (tasks/signals.py): it ends `cancelled`, nothing lost.
+    `retry_window`: seconds retries get once every first call is made (tasks/retry_window.py); None: no bound.
     """
     die_with_parent_process()  # under `fleet serve`, this runs in a child that must not outlive it
     run_id = run_id or new_run_id()
@@ -117,7 +120,7 @@ def refresh_fleet(
         return plan_dry_run(paths, db, run_id, vin_column, datasets, force, freshness, plates, max_units)
     return _refresh(paths, db, lake, datasets, max_units, force, vin_column, freshness, chunk_size, concurrency,
                     batch_size, webhook_url, webhook_listen, run_id, recall_details_by, plates, notify, value_move,
-                    workers, dask, staging)
+                    workers, dask, staging, retry_window)
 
 
 @holds_run_lock("refresh")  # one run at a time, also when served or run by a worker
@@ -127,7 +130,8 @@ def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], m
              vin_column: str | None, freshness: dict[str, str] | None, chunk_size: int, concurrency: int,
              batch_size: int, webhook_url: str | None, webhook_listen: str | None, run_id: str,
              recall_details_by: str, plates: bool, notify: str | None, value_move: float, workers: int | None,
-             dask: str | None, staging: str | None) -> dict[str, Any]:
+             dask: str | None, staging: str | None, retry_window: float | None) -> dict[str, Any]:
+    for_run(run_id).window.seconds = retry_window  # this process's calls; worker processes read FLEET_RETRY_WINDOW
     parameters = {"datasets": datasets, "max_units": max_units, "force": force, "dry_run": False,
                   "freshness": freshness, "chunk_size": chunk_size, "batch_size": batch_size,
                   "recall_details_by": recall_details_by, "plates": plates,

@@ -87,6 +87,7 @@ async def fetch_chunk(
     on_progress: Callable[[int], None] | None = None,
     journal: AnswerJournal | None = None,
     lane: Lane | None = None,
+    follows: bool = False,
 ) -> ChunkResult:
     """Fetch `dataset` for every row (each has at least `vin`). `stops`: the run's, shared by its chunks.
 
@@ -94,7 +95,8 @@ async def fetch_chunk(
     With a `lane` (tasks/lanes.py), the chunk first adopts the waiting retries the chunk before it
     handed on, and hands its own on when they are all it has left and another chunk is coming
     (`ChunkResult.handed_off`). With a `journal`, every attempt and every VIN's final answer is
-    written to it as it arrives.
+    written to it as it arrives. `follows`: these VINs come from other calls' answers (recall details),
+    so their first attempts do not re-open the run's retry window (tasks/retry_window.py).
     """
     spec = DATASETS[dataset]
     endpoint = spec.endpoint
@@ -186,8 +188,8 @@ async def fetch_chunk(
                 journal.attempt(settling.pop(vin))  # type: ignore[union-attr]
         done(vin)
 
-    scheduler.add(jobs)
-    async with AsyncVehicleDataClient(settings, on_call=observe, interrupt=lambda: stops.stopping(api)) as client:
+    scheduler.add(jobs, follows=follows)
+    async with AsyncVehicleDataClient(settings, on_call=observe) as client:  # scheduled: never waits in place
         await scheduler.run(attempt, stopped, hand_off=lane.hand_off if lane else None)
     for job in scheduler.handed_off:
         result.handed_off.append(job.item["vin"])

@@ -89,7 +89,7 @@ async def fetch_recall_details(
         with journal or contextlib.nullcontext(), lane.followed(n + 1 < len(chunks)):
             result: ChunkResult = await fetch_chunk(
                 "recall_details", rows, settings=settings, concurrency=concurrency, budget=budget, stops=stops,
-                on_progress=on_progress, journal=journal, lane=lane,
+                on_progress=on_progress, journal=journal, lane=lane, follows=True,  # after the batch's results
             )
         land_enrichment(db, run_id, result)
         if journal is not None:
@@ -170,7 +170,7 @@ async def _by_model(db, run_id, groups, settings, budget, outcome, stops, concur
 
         first = job.item[0]
         pool = listing = None
-        async with AsyncVehicleDataClient(settings, on_call=observe, interrupt=lambda: stops.stopping(api)) as client:
+        async with AsyncVehicleDataClient(settings, on_call=observe) as client:  # scheduled: never waits in place
             try:
                 listing = await client.recalls_by_model(first["year"], first["make"], first["model"])
                 pool = listing.data.recalls
@@ -180,7 +180,7 @@ async def _by_model(db, run_id, groups, settings, budget, outcome, stops, concur
                 pass  # not enabled, not found, or failing: the per-VIN route still works
         settle(job, pool, listing)
 
-    scheduler.add(Job(rows) for rows in groups)
+    scheduler.add((Job(rows) for rows in groups), follows=True)  # after the batch's results
     await scheduler.run(attempt, stopped)
     return leftovers
 

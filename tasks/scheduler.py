@@ -13,6 +13,10 @@ endpoint leaves the job, and every job still queued, to `stopped` (pending, with
 that have nothing ready look at the stops every `POLL_SECONDS`, so a job waiting out a 60 s
 Retry-After ends as pending within a second of a run-wide stop, not a minute later.
 
+The run's retry window (tasks/retry_window.py) bounds the waiting: the scheduler tells it about
+the first attempts it queues and makes, and once the window has closed a retry still queued, or
+asked for afterwards, is not sent: its job goes to `stopped` with `retry window closed` (pending).
+
 A chunk whose only jobs left are waiting retries may hand them to the next chunk of its dataset,
 if one is waiting for its turn (tasks/lanes.py): the chunk lands what it settled and its turn goes
 on, instead of idling until the last retry comes back.
@@ -31,6 +35,7 @@ from typing import Generic, TypeVar
 
 from connectors.retry import CallAttempts, RetryLater, scheduled
 
+from .retry_window import WINDOW_CLOSED
 from .stops import Pass, Stops
 
 POLL_SECONDS = 0.5  # how often idle slots look at the stops (set from other threads, a signal handler)
@@ -61,9 +66,14 @@ class Scheduler(Generic[T]):
         self._changed: asyncio.Event | None = None
         self.handed_off: list[Job[T]] = []
 
-    def add(self, jobs: Iterable[Job[T]]) -> None:
+    def add(self, jobs: Iterable[Job[T]], *, follows: bool = False) -> None:
+        """Queue `jobs`. `follows`: they come from other calls' answers (recall details after the batch's
+        results), so their first attempts do not re-open the run's retry window (tasks/retry_window.py)."""
+        first = 0
         for job in jobs:
+            first += not job.call.attempts
             self._queue(job)
+        self.stops.window.expect(first, follows=follows)
 
     def halt(self, reason: str) -> None:
         """No further attempt in this scheduler (e.g. the budget is spent); queued jobs go to `stopped`."""
@@ -96,8 +106,11 @@ class Scheduler(Generic[T]):
                     with scheduled(job.call):
                         await attempt(job, leave)
                 except RetryLater as later:  # back to the queue; this slot takes another job
-                    job.not_before = self._clock() + later.delay
-                    self._queue(job)
+                    if self.stops.window.reason():  # asked for after the close: not sent again
+                        stopped(job, WINDOW_CLOSED)
+                    else:
+                        job.not_before = self._clock() + later.delay
+                        self._queue(job)
                 finally:
                     leave.release()
             finally:
@@ -112,8 +125,13 @@ class Scheduler(Generic[T]):
             self._changed.clear()  # before looking: a change from now on wakes the wait below
             reason = self._halted or self.stops.reason(self.api, self.endpoint)
             if reason:
-                for drained in self._drain():
-                    stopped(drained, reason)
+                drained = self._drain()
+                self.stops.window.made(sum(not j.call.attempts for j in drained))
+                for gone in drained:
+                    stopped(gone, reason)
+            elif self.stops.window.reason():  # the retry window has closed: retries are not sent again
+                for gone in self._drain_retries():
+                    stopped(gone, WINDOW_CLOSED)
             now = self._clock()
             job: Job[T] | None = None
             if self._ready:
@@ -122,6 +140,8 @@ class Scheduler(Generic[T]):
                 job = heapq.heappop(self._waiting)[2]
             if job is not None:
                 self._busy += 1
+                if not job.call.attempts:
+                    self.stops.window.made()
                 return job
             if not self._waiting:
                 if not self._busy:
@@ -151,6 +171,14 @@ class Scheduler(Generic[T]):
         self._ready.clear()
         self._waiting.clear()
         return jobs
+
+    def _drain_retries(self) -> list[Job[T]]:
+        """Take out every queued job that was attempted before (a retry); first attempts stay."""
+        retries = [j for j in self._ready if j.call.attempts]
+        retries += [j for _, _, j in sorted(self._waiting, key=lambda w: w[:2])]  # waiting: always retries
+        self._ready = deque(j for j in self._ready if not j.call.attempts)
+        self._waiting.clear()
+        return retries
 
     def _poke(self) -> None:
         if self._changed is not None:

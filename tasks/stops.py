@@ -25,8 +25,10 @@ The pause scope is the endpoint (`connectors.ENDPOINTS` name), not the quota gro
 checks go on when per-VIN recall lookups fail.
 
 Cancellation (SIGTERM, SIGINT: tasks/signals.py) is a stop of the key with the reason `cancelled`:
-the same checks end every fetch loop, and whatever waits (a retry's Retry-After, a batch poll) waits
-through `pause` or the client's `interrupt`, which notice a stop of the key within POLL seconds.
+the same checks end every fetch loop, and whatever waits notices a stop of the key within a second: a
+batch poll through `pause`, a retry in a scheduler's queue through `reason`, a retry waiting in place
+through `call` (connectors.retry.waits_end_when, the one way such a wait ends early; the run's retry
+window closing ends it too).
 
 Chunks run in threads, each with its own event loop: waiting is cross-thread and cross-loop.
 """
@@ -42,6 +44,8 @@ from typing import Awaitable, Callable, TypeVar
 
 from connectors import errors as e
 from connectors.retry import RetryAbandoned, waits_end_when
+
+from .retry_window import RetryWindow, default_seconds
 
 # Errors after which no further call to the same endpoint can succeed this run.
 STOPPING_ERRORS = (e.QuotaExceededError, e.InsufficientCreditsError, e.PermissionDeniedError, e.AuthenticationError)
@@ -121,7 +125,9 @@ class Pass:
 class Stops:
     """One run's stops: what is stopped and why, which scopes are proven, who is probing."""
 
-    def __init__(self, pause: PausePolicy | None = PausePolicy(), clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, pause: PausePolicy | None = PausePolicy(), clock: Callable[[], float] = time.monotonic,
+                 window: RetryWindow | None = None) -> None:
+        self.window = window or RetryWindow(None)  # the run's retry window (tasks/retry_window.py); none by default
         self._lock = threading.Lock()
         self._stopped: dict[str, str] = {}  # scope (KEY or an API) -> reason
         self._paused: dict[str, str] = {}  # endpoint -> reason
@@ -141,7 +147,7 @@ class Stops:
         _wake(waiters)
 
     def stopping(self, api: str | None = None) -> bool:
-        """Whether calls to `api` (any call, without one) are stopped: what the client's `interrupt` asks."""
+        """Whether calls to `api` (any call, without one) are stopped (a client's `interrupt` may ask it)."""
         with self._lock:
             return KEY in self._stopped or (api is not None and api in self._stopped)
 
@@ -226,7 +232,8 @@ class Stops:
             raise Stopped(leave.stopped)
         on_leave(leave)
         try:
-            with waits_end_when(lambda: self.reason(api)):  # a retry's wait ends at a stop, within a second
+            # A retry's wait ends at a stop, or when the run's retry window closes, within a second.
+            with waits_end_when(lambda: self.reason(api) or self.window.reason()):
                 return await make()
         except RetryAbandoned as exc:
             raise Stopped(exc.reason) from None
@@ -266,7 +273,9 @@ _runs: dict[str, Stops] = {}
 def for_run(run_id: str) -> Stops:
     """The run's stops, shared by its chunk tasks, recall batches and recall details in this process."""
     with _guard:
-        return _runs.setdefault(run_id, Stops())
+        if run_id not in _runs:
+            _runs[run_id] = Stops(window=RetryWindow(default_seconds()))
+        return _runs[run_id]
 
 
 def cancel_run(run_id: str) -> None:

@@ -85,6 +85,12 @@ def test_counts_must_be_positive_numbers(flag, value, fleet, tmp_path, capsys):
     refused(argv, tmp_path, capsys, flag, value)
 
 
+@pytest.mark.parametrize("value", ["-5", "soon", "3 days"])
+def test_a_retry_window_must_be_a_duration(value, fleet, tmp_path, capsys):
+    refused(["refresh", fleet, "--db", str(tmp_path / "fleet.duckdb"), "--lake", "", "--retry-window", value],
+            tmp_path, capsys, "--retry-window", value, "3m")
+
+
 def test_a_lake_that_is_a_file_is_refused(fleet, tmp_path, capsys):
     lake = tmp_path / "lake"
     lake.write_text("not a folder")

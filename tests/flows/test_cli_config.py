@@ -183,3 +183,17 @@ def test_the_committed_example_uncommented_is_valid_and_the_defaults(clean):
     assert fresh and parse_freshness(fresh) == {**DEFAULT_FRESHNESS, "no_data": DEFAULT_NO_DATA_FRESHNESS}
     args.fresh = defaults.fresh = None
     assert vars(args) == vars(defaults)
+
+
+def test_the_retry_window_from_flag_environment_file_or_default(clean, monkeypatch, capsys):
+    """Seconds, or a number with s, m or h; "off" keeps retrying until each call's budget is spent."""
+    assert parse(["refresh", "fleet.csv"]).retry_window == 180.0
+    write(clean / "fleet.toml", 'retry_window = "90s"\n')
+    assert parse(["refresh", "fleet.csv"]).retry_window == 90.0
+    monkeypatch.setenv("FLEET_RETRY_WINDOW", "2m")
+    assert parse(["refresh", "fleet.csv"]).retry_window == 120.0
+    assert parse(["refresh", "fleet.csv", "--retry-window", "45"]).retry_window == 45.0
+    assert parse(["refresh", "fleet.csv", "--retry-window", "off"]).retry_window == float("inf")
+    monkeypatch.delenv("FLEET_RETRY_WINDOW")
+    write(clean / "fleet.toml", "retry_window = 'soon'\n")
+    refused(capsys, "fleet.toml", "retry_window", "'soon'", "3m")

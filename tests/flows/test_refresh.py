@@ -143,10 +143,10 @@ def test_failures_land_with_reasons_and_are_retried_next_run(service, fleet_file
     first = refresh_fleet([str(path)], db=db_path, lake=None, datasets=["specs"])
     assert first["datasets"]["specs"]["failed"] == 1
     failure = read(db_path, "SELECT vin, dataset, status, retryable, attempts FROM failures")
-    assert failure == [(broken, "specs", 502, True, 5)]  # 1 + 4 retries, then recorded
+    assert failure == [(broken, "specs", 502, True, 4)]  # 1 + 3 retries, then recorded
     refresh_fleet([str(path)], db=db_path, lake=None, datasets=["specs"])
-    assert sandbox.count("/specs") == 5 + 5 + 5  # the good VINs once; the broken one 5 attempts, twice
-    assert read(db_path, "SELECT attempts FROM failures")[0][0] == 10
+    assert sandbox.count("/specs") == 5 + 4 + 4  # the good VINs once; the broken one 4 attempts, twice
+    assert read(db_path, "SELECT attempts FROM failures")[0][0] == 8
 
 
 def test_a_webhook_replaces_polling(service, fleet_file, db_path, read):

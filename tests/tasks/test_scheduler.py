@@ -245,3 +245,106 @@ async def test_recall_campaign_lookups_run_concurrently(store):
         assert sandbox.count("/v1/recalls-ymm") == len(models) and sandbox.count("/v1/recalls") == 0
     assert outcome.by_model == len(everyone)
     assert stats["peak_in_flight"] > 1, stats  # one listing at a time before
+
+
+# --- the retry window: once the run has made every first attempt it can, retries get W more --------
+
+
+def test_the_retry_window_opens_once_every_first_attempt_is_made_and_new_work_reopens_it():
+    """Opens when no first attempt is left; closes W later. New work re-opens it; work that follows does not."""
+    from tasks.retry_window import WINDOW_CLOSED, RetryWindow
+
+    now = [0.0]
+    window = RetryWindow(10.0, clock=lambda: now[0])
+    assert window.reason() is None  # nothing asked yet: not open
+    window.expect(3)
+    window.made(2)
+    now[0] = 50.0
+    assert window.reason() is None and window.closes_at() is None  # a first attempt is still to be made
+    window.made(1)  # opens at 50
+    assert window.closes_at() == 60.0
+    now[0] = 59.9
+    assert window.reason() is None
+    now[0] = 60.0
+    assert window.reason() == WINDOW_CLOSED == "retry window closed"
+    window.expect(2)  # a new chunk's VINs: the run has first attempts to make again
+    assert window.reason() is None and window.closes_at() is None
+    now[0] = 70.0
+    window.made(2)
+    assert window.closes_at() == 80.0
+    # Jobs that follow from other calls' answers (recall details after the batch's results) get first
+    # attempts, but do not push the close further out.
+    now[0] = 75.0
+    window.expect(4, follows=True)
+    window.made(4)
+    assert window.closes_at() == 80.0
+    assert RetryWindow(None, clock=lambda: now[0]).closes_at() is None  # no window: retries until their budget
+
+
+async def test_retries_still_waiting_when_the_window_closes_end_pending_not_failed(service):
+    """A window of 1.5 s. A answers 503 `Retry-After: 1`, then 503 `Retry-After: 5`; B 503 `Retry-After: 1`, then 200.
+
+    B's retry fits in the window and lands; A's second retry would come after it closes: A ends pending,
+    with the reason, after one retry that honoured its Retry-After; nothing is failed.
+    """
+    from tasks.retry_window import WINDOW_CLOSED, RetryWindow
+
+    service.script = {A: [(503, 1), (503, 5)], B: [(503, 1)]}
+    settings = Settings(api_key="sched_key", base_url=service.url)
+    stops = Stops(window=RetryWindow(1.5))
+    result = await asyncio.wait_for(fetch_chunk("specs", rows(A, B, C), settings=settings, concurrency=2,
+                                                stops=stops), 10)  # bound: without the window, A waits 5 s more
+    assert sorted(v for v, _, _ in result.found) == [B, C]
+    assert result.pending == [A] and result.stop_reason == WINDOW_CLOSED and not result.failed
+    first, retry = service.calls(A)
+    assert retry.at - first.at >= 1 and retry.key == first.key  # the spec's Retry-After still honoured
+    # The run goes on: a later chunk's VINs are first attempts, and re-open the window for their retries.
+    service.script = {D: [(503, 1)]}
+    later = await asyncio.wait_for(fetch_chunk("specs", rows(D, E), settings=settings, stops=stops), 10)
+    assert sorted(v for v, _, _ in later.found) == [D, E] and not later.pending
+
+
+async def test_late_first_attempts_that_follow_get_only_what_is_left_of_the_window(service):
+    """Recall details come after the batch's results: made even when late, their retries bounded by the same close."""
+    from tasks.retry_window import WINDOW_CLOSED, RetryWindow
+
+    stops = Stops(window=RetryWindow(1.0))
+    stops.window.expect(1)
+    stops.window.made(1)  # the other datasets made every first attempt: the window is open
+    service.script = {A: [(503, 2)]}
+    settings = Settings(api_key="sched_key", base_url=service.url)
+    result = await asyncio.wait_for(fetch_chunk("specs", rows(A, B), settings=settings, stops=stops,
+                                                follows=True), 10)
+    assert [v for v, _, _ in result.found] == [B]  # a first attempt, though late
+    assert result.pending == [A] and result.stop_reason == WINDOW_CLOSED
+    assert [s.status for s in service.calls(A)] == [503]
+
+
+async def test_a_wait_in_place_ends_when_the_window_closes(service):
+    """Outside the scheduler (recall batch steps call through `Stops.call`), a retry's wait ends at the close too."""
+    from connectors import AsyncVehicleDataClient
+    from tasks.retry_window import WINDOW_CLOSED, RetryWindow
+    from tasks.stops import Stopped
+
+    stops = Stops(window=RetryWindow(0.5))
+    stops.window.expect(1)
+    stops.window.made(1)
+    service.script = {A: [(503, 60)]}
+    settings = Settings(api_key="sched_key", base_url=service.url)
+    async with AsyncVehicleDataClient(settings) as client:
+        with pytest.raises(Stopped) as stopped:
+            await asyncio.wait_for(stops.call("specs", lambda: client.specs(A), lambda leave: None), 10)
+    assert stopped.value.reason == WINDOW_CLOSED
+    assert [s.status for s in service.calls(A)] == [503]
+
+
+def test_the_default_window_holds_a_call_whose_every_retry_waits_out_the_specs_retry_after():
+    """A call's first attempt comes before the window opens, so its retries have at least the whole window:
+    with the defaults, a call answered 503 `Retry-After: 60` every time spends its retries and ends failed
+    (with the service's reason), instead of pending run after run."""
+    from connectors import RetryPolicy
+    from tasks.retry_window import DEFAULT_SECONDS
+
+    spec_retry_after = 60.0
+    assert RetryPolicy().max_retries * spec_retry_after <= DEFAULT_SECONDS
+    assert RetryPolicy().max_retries >= 2  # "a call may rightly wait out two or three 60 s Retry-Afters"
