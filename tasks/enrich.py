@@ -239,7 +239,8 @@ async def fetch_chunk(
         try:
             # The answer as the bytes to stage (redacted by the client), never a model: landing
             # shreds them in SQL (tasks/shred.py).
-            answer = raw_answer(spec, (await client.request(spec.endpoint, spec.params(vin, row))).body)
+            answered = await client.request(spec.endpoint, spec.params(vin, row), raw=True)
+            answer = raw_answer(spec, answered.body, answered.raw)
             at = _now()
             result.found.append((vin, answer, at))
             result.requests[vin] = asked = spec.request(row)
@@ -274,8 +275,11 @@ async def fetch_chunk(
     return result
 
 
-def raw_answer(spec: Dataset, body: Any) -> bytes:
-    """The answer's JSON bytes, once its top-level shape is the one the dataset's model expects."""
+def raw_answer(spec: Dataset, body: Any, sent: bytes | None = None) -> bytes:
+    """The answer's JSON bytes, once its top-level shape is the one the dataset's model expects.
+
+    `sent`: the bytes the service sent (redacted), kept as they are; else `body` is serialised.
+    """
     if not isinstance(body, dict):
         raise e.MalformedResponseError(f"{spec.endpoint} answered 200 with a body that is not a JSON object",
                                        endpoint=spec.endpoint, status=200)
@@ -285,6 +289,8 @@ def raw_answer(spec: Dataset, body: Any) -> bytes:
             raise e.MalformedResponseError(
                 f"{spec.endpoint} answered 200 with a body that does not match its schema ({member}: not "
                 f"{'an object' if kind is dict else 'a list'})", endpoint=spec.endpoint, status=200)
+    if sent is not None:
+        return sent
     try:
         return orjson.dumps(body)
     except TypeError:  # an integer beyond 64 bits, a key that is not a string
