@@ -7,7 +7,6 @@ import json
 import logging
 import re
 import time
-import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Self
 
@@ -16,7 +15,7 @@ import orjson
 
 from . import errors
 from .billing import units_for_answer
-from .calls import CallObserver, CallRecord
+from .calls import CallObserver, CallRecord, UniqueHex
 from .config import Settings
 from .endpoints import ENDPOINTS, Endpoint
 from .redact import KEY_PARAM, REDACTED, guard_loggers, redact_echo, redact_text
@@ -109,7 +108,7 @@ class BaseClient:
         # `auto_recharge_pending` above all) is then "the same request" and cannot pay twice.
         # A scheduled call keeps its key, attempt count and retries spent between its turns in the queue.
         call = scheduled_call()
-        key = (call.idempotency_key if call else None) or idempotency_key or uuid.uuid4().hex
+        key = (call.idempotency_key if call else None) or idempotency_key or next(_KEYS)
         if call is not None:
             call.idempotency_key = key
         headers["Idempotency-Key"] = key
@@ -240,6 +239,7 @@ class BaseClient:
         return redact_text(text, self._secrets)
 
 
+_KEYS = UniqueHex()  # Idempotency-Keys
 _REDACTED_BYTES = REDACTED.encode()
 _KEY_PARAM_BYTES = re.compile(KEY_PARAM.pattern.encode(), re.IGNORECASE)
 

@@ -10,7 +10,6 @@ refusal, a cancellation or a pause, no new call starts, and a retry waits withou
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 import orjson
 
 from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings, estimate_units
+from connectors.calls import CALL_IDS
 from connectors import errors as e
 
 from .scheduler import Job, Scheduler
@@ -193,7 +193,7 @@ async def fetch_chunk(
     scheduler: Scheduler[Mapping[str, Any]] = Scheduler(stops, api, endpoint, slots=concurrency)
 
     def observe(record: CallRecord) -> None:
-        call = (uuid.uuid4().hex, record, _now(), None)
+        call = (next(CALL_IDS), record, _now(), None)
         result.calls.append(call)
         stops.observe(record.endpoint, record.status)
         if record.vin:

@@ -180,7 +180,10 @@ class AnswerJournal:
         if self._closed or not self._columns[0]:
             return
         self._flushed_at = _loop_time()
-        arrays = [pa.array(column, type=field.type) for column, field in zip(self._columns, SCHEMA)]
+        rows = len(self._columns[0])
+        # A column of nulls only (errors, messages on found answers) costs no conversion.
+        arrays = [pa.array(column, type=field.type) if column.count(None) != rows else pa.nulls(rows, field.type)
+                  for column, field in zip(self._columns, SCHEMA)]
         self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
         for column in self._columns:
             column.clear()
