@@ -2,8 +2,8 @@
 
     python -m tests.bench.fetch_phase {ours|bare} BASE_URL VINS_FILE CONCURRENCY
 
-ours: `tasks.enrich.fetch_chunk` (the fetch task's own path: client, retry policy, each answer
-validated into the typed model), one chunk of every VIN. bare: one aiohttp session, C workers, each
+ours: `tasks.enrich.fetch_chunk` (the fetch task's own path: scheduler, client, retry policy, each
+answer kept as the bytes the service sent, redacted, its shape checked), one chunk of every VIN. bare: one aiohttp session, C workers, each
 body read and dropped. Prints one JSON line: calls, the answers' rate between the first and the last
 answer, and this process's CPU seconds per call (user + system, over the fetch only).
 """
