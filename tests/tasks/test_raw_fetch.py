@@ -151,3 +151,31 @@ async def test_a_200_that_says_it_failed_is_classified_as_the_service_says(scrip
     assert [(f["vin"], f["status"], f["message"], f["retryable"]) for f in result.failed] == [
         (vin, 200, "No data found for this VIN", False)]
     assert not result.found and not result.no_data
+
+
+def test_a_journal_batch_reads_back_cell_for_cell_whether_a_column_repeats_or_not(tmp_path):
+    """A batch's columns that hold one value throughout are written as that value repeated."""
+    from datetime import datetime, timedelta, timezone
+
+    from connectors import CallRecord
+
+    at = datetime(2026, 11, 23, tzinfo=timezone.utc)
+    rows = []
+    with AnswerJournal.create(tmp_path, "run-batch", "specs") as journal:
+        for i, status in enumerate([200, 200, 503, 200]):
+            record = CallRecord(endpoint="specs", method="GET", path="/specs", vin=VINS[i], status=status,
+                                attempt=1, latency_ms=12.5, units=int(status == 200), error=None,
+                                will_retry=status == 503)
+            call = (f"{i:032x}", record, at + timedelta(seconds=i), None)
+            if status == 503:
+                journal.attempt(call)
+            else:
+                journal.answer(call, VINS[i], "found", at, body=b'{"i": %d}' % i)
+            rows.append((f"{i:032x}", VINS[i], status, int(status == 200), at + timedelta(seconds=i),
+                         None if status == 503 else "found", None if status == 503 else b'{"i": %d}' % i))
+    table = read_journal(journal.path).table
+    assert table.num_rows == 4
+    got = list(zip(*(table.column(c).to_pylist() for c in ("call_id", "vin", "status", "units", "called_at",
+                                                             "outcome", "body"))))
+    assert got == rows
+    assert set(table.column("dataset").to_pylist()) == {"specs"} and set(table.column("error").to_pylist()) == {None}
