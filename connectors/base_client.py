@@ -5,19 +5,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
-import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Self
 
 import httpx
+import orjson
 
 from . import errors
 from .billing import units_for_answer
-from .calls import CallObserver, CallRecord
+from .calls import CallObserver, CallRecord, UniqueHex
 from .config import Settings
 from .endpoints import ENDPOINTS, Endpoint
-from .redact import guard_loggers, redact_echo, redact_text
+from .redact import KEY_PARAM, REDACTED, guard_loggers, redact_echo, redact_text
 from .retry import WAIT_STEP, RetryAbandoned, RetryLater, parse_retry_after, scheduled_call, stop_check, waits_end_when
 from .transport import open_session
 
@@ -30,6 +31,9 @@ class Answer:
     status: int
     body: Any  # decoded, redacted JSON (dict) or text for CSV/XML
     headers: Mapping[str, str]
+    # With `request(..., raw=True)`: the JSON answer as the bytes the service sent, the key redacted
+    # (what a fetch stages, tasks/enrich.py). None otherwise.
+    raw: bytes | None = None
 
 
 class BaseClient:
@@ -56,6 +60,7 @@ class BaseClient:
             raise ValueError("no base URL: set VDS_BASE_URL, pass base_url=, or use the sandbox")
         self.settings = settings
         self._secrets = tuple(s for s in (settings.api_key,) if s)
+        self._secret_bytes = tuple(s.encode() for s in self._secrets)
         guard_loggers(settings.api_key)
         self._http = open_session(settings, self._clean, http_transport)
         self._on_call = on_call
@@ -83,19 +88,24 @@ class BaseClient:
         batch_token: str | None = None,
         payment: str | None = None,
         idempotency_key: str | None = None,
+        raw: bool = False,
     ) -> Answer:
-        """Call an endpoint by name; retries by the policy; raises a `VehicleDataError` on failure."""
+        """Call an endpoint by name; retries by the policy; raises a `VehicleDataError` on failure.
+
+        `raw`: a successful JSON answer also comes as its bytes (`Answer.raw`), as sent but redacted;
+        its body is then parsed with orjson and left as parsed (nothing re-serialised).
+        """
         if self._interrupt is None or stop_check() is not None or scheduled_call() is not None:
-            return await self._request(endpoint, params, json_body, batch_token, payment, idempotency_key)
+            return await self._request(endpoint, params, json_body, batch_token, payment, idempotency_key, raw)
         interrupt = self._interrupt
         with waits_end_when(lambda: INTERRUPTED if interrupt() else None):
             try:
-                return await self._request(endpoint, params, json_body, batch_token, payment, idempotency_key)
+                return await self._request(endpoint, params, json_body, batch_token, payment, idempotency_key, raw)
             except RetryAbandoned as abandoned:
                 raise abandoned.error from None
 
     async def _request(self, endpoint: str, params: Mapping[str, Any] | None, json_body: Any, batch_token: str | None,
-                       payment: str | None, idempotency_key: str | None) -> Answer:
+                       payment: str | None, idempotency_key: str | None, raw: bool = False) -> Answer:
         ep = ENDPOINTS[endpoint]
         query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
         headers: dict[str, str] = {}
@@ -111,7 +121,7 @@ class BaseClient:
         # `auto_recharge_pending` above all) is then "the same request" and cannot pay twice.
         # A scheduled call keeps its key, attempt count and retries spent between its turns in the queue.
         call = scheduled_call()
-        key = (call.idempotency_key if call else None) or idempotency_key or uuid.uuid4().hex
+        key = (call.idempotency_key if call else None) or idempotency_key or next(_KEYS)
         if call is not None:
             call.idempotency_key = key
         headers["Idempotency-Key"] = key
@@ -124,7 +134,7 @@ class BaseClient:
                 call.attempts = attempt
             started = time.perf_counter()
             try:
-                answer = await self._send_once(ep, query, headers, json_body)
+                answer = await self._send_once(ep, query, headers, json_body, raw)
                 error: errors.VehicleDataError | None = None
             except errors.VehicleDataError as exc:
                 answer, error = None, exc
@@ -161,9 +171,34 @@ class BaseClient:
             await self._sleep(min(WAIT_STEP, left))
         raise RetryAbandoned(reason, error)
 
-    async def _send_once(self, ep: Endpoint, query: dict[str, str], headers: dict[str, str], body: Any) -> Answer:
+    async def _send_once(self, ep: Endpoint, query: dict[str, str], headers: dict[str, str], body: Any,
+                         raw: bool = False) -> Answer:
         response = await self._http.send(ep.method, ep.path, query, headers, body, ep.name)
+        if raw:
+            return self._decode_raw(ep, response.status, response.content, response.headers)
         return self._decode(ep, response.status, response.content, response.headers)
+
+    def _decode_raw(self, ep: Endpoint, status: int, content: bytes, headers: Mapping[str, str]) -> Answer:
+        """A JSON success kept as the bytes sent: the key replaced in the bytes, if there, and only then.
+
+        orjson checks the bytes are JSON and gives the body the caller checks (success flag, shape,
+        units). Anything else (an error status, a body orjson refuses, an echoed key that is not ours
+        verbatim) takes `_decode`'s path: classified and redacted exactly as there.
+        """
+        if status < 400:
+            data = content
+            for secret in self._secret_bytes:
+                if secret in data:
+                    data = _KEY_PARAM_BYTES.sub(rb"\1" + _REDACTED_BYTES, data) if b"=" in data else data
+                    data = data.replace(secret, _REDACTED_BYTES)
+            try:
+                body = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                body = None
+            if isinstance(body, dict) and body.get("success") is not False and _echo_is_blank(body):
+                return Answer(status, body, headers, data)
+        answer = self._decode(ep, status, content, headers)
+        return replace(answer, raw=_json_bytes(answer.body)) if isinstance(answer.body, (dict, list)) else answer
 
     def _decode(self, ep: Endpoint, status: int, content: bytes, headers: Mapping[str, str]) -> Answer:
         text = content.decode("utf-8", errors="replace")
@@ -206,10 +241,29 @@ class BaseClient:
         """Batch tokens are credentials too: redact them like the key."""
         if secret not in self._secrets:
             self._secrets = (*self._secrets, secret)
+            self._secret_bytes = tuple(s.encode() for s in self._secrets)
             guard_loggers(secret)
 
     def _clean(self, text: str) -> str:
         return redact_text(text, self._secrets)
+
+
+_KEYS = UniqueHex()  # Idempotency-Keys
+_REDACTED_BYTES = REDACTED.encode()
+_KEY_PARAM_BYTES = re.compile(KEY_PARAM.pattern.encode(), re.IGNORECASE)
+
+
+def _echo_is_blank(body: dict[str, Any]) -> bool:
+    """No `input.key` echoed, or only as redacted: otherwise `redact_echo` must blank it."""
+    echoed = body.get("input")
+    return not isinstance(echoed, dict) or not echoed.get("key") or echoed["key"] == REDACTED
+
+
+def _json_bytes(body: Any) -> bytes:
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # an integer beyond 64 bits, a key that is not a string
+        return json.dumps(body, default=str).encode()
 
 
 def _param(value: Any) -> str:

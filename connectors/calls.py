@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import uuid
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 
 @dataclass(frozen=True)
@@ -22,3 +25,27 @@ class CallRecord:
 
 
 CallObserver = Callable[[CallRecord], None]
+
+
+class UniqueHex:
+    """32 hex digits, unique as a uuid4's are: 80 random bits per process, then a count.
+
+    A uuid4 per call costs a system call for its randomness; this costs a format. A forked child
+    (`--workers`) draws its own prefix, so two processes never share one.
+    """
+
+    def __init__(self) -> None:
+        self._restart()
+        os.register_at_fork(after_in_child=self._restart)
+
+    def _restart(self) -> None:
+        self._prefix, self._count = uuid.uuid4().hex[:20], itertools.count()
+
+    def __next__(self) -> str:
+        return f"{self._prefix}{next(self._count):012x}"
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+
+CALL_IDS = UniqueHex()  # `api_calls.call_id`: unique across runs and processes

@@ -14,12 +14,12 @@ REDACTED = "[redacted]"
 
 # `key=...` in a query string, whatever the value; stops at the next separator. `token=` too: the
 # webhook URL's per-run secret (connectors/webhooks.py) travels the same way.
-_KEY_PARAM = re.compile(r"([?&;](?:key|token)=)[^&#\s'\"]*", re.IGNORECASE)
+KEY_PARAM = re.compile(r"([?&;](?:key|token)=)[^&#\s'\"]*", re.IGNORECASE)
 
 
 def redact_text(text: str, secrets: tuple[str, ...] = ()) -> str:
     """Remove `key=` query values and any literal secret from a string."""
-    text = _KEY_PARAM.sub(r"\1" + REDACTED, text)
+    text = KEY_PARAM.sub(r"\1" + REDACTED, text)
     for secret in secrets:
         if secret:
             text = text.replace(secret, REDACTED)

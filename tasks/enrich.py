@@ -10,7 +10,6 @@ refusal, a cancellation or a pause, no new call starts, and a retry waits withou
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import orjson
 
 from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings, estimate_units
+from connectors.calls import CALL_IDS
 from connectors import errors as e
 
 from .datasets import CANADIAN_PROVINCES as CANADIAN_PROVINCES
@@ -116,7 +116,7 @@ async def fetch_chunk(
     scheduler: Scheduler[Mapping[str, Any]] = Scheduler(stops, api, endpoint, slots=concurrency)
 
     def observe(record: CallRecord) -> None:
-        call = (uuid.uuid4().hex, record, _now(), None)
+        call = (next(CALL_IDS), record, _now(), None)
         result.calls.append(call)
         stops.observe(record.endpoint, record.status)
         if record.vin:
@@ -162,7 +162,8 @@ async def fetch_chunk(
         try:
             # The answer as the bytes to stage (redacted by the client), never a model: landing
             # shreds them in SQL (tasks/shred.py).
-            answer = raw_answer(spec, (await client.request(spec.endpoint, spec.params(vin, row))).body)
+            answered = await client.request(spec.endpoint, spec.params(vin, row), raw=True)
+            answer = raw_answer(spec, answered.body, answered.raw)
             at = _now()
             result.found.append((vin, answer, at))
             result.requests[vin] = asked = spec.request(row)
@@ -197,8 +198,11 @@ async def fetch_chunk(
     return result
 
 
-def raw_answer(spec: Dataset, body: Any) -> bytes:
-    """The answer's JSON bytes, once its top-level shape is the one the dataset's model expects."""
+def raw_answer(spec: Dataset, body: Any, sent: bytes | None = None) -> bytes:
+    """The answer's JSON bytes, once its top-level shape is the one the dataset's model expects.
+
+    `sent`: the bytes the service sent (redacted), kept as they are; else `body` is serialised.
+    """
     if not isinstance(body, dict):
         raise e.MalformedResponseError(f"{spec.endpoint} answered 200 with a body that is not a JSON object",
                                        endpoint=spec.endpoint, status=200)
@@ -208,6 +212,8 @@ def raw_answer(spec: Dataset, body: Any) -> bytes:
             raise e.MalformedResponseError(
                 f"{spec.endpoint} answered 200 with a body that does not match its schema ({member}: not "
                 f"{'an object' if kind is dict else 'a list'})", endpoint=spec.endpoint, status=200)
+    if sent is not None:
+        return sent
     try:
         return orjson.dumps(body)
     except TypeError:  # an integer beyond 64 bits, a key that is not a string

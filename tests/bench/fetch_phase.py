@@ -1,9 +1,10 @@
 """One fetching process, measured: specs for N VINs at C calls in flight, ours or a bare aiohttp loop.
 
-    python -m tests.bench.fetch_phase {ours|bare} BASE_URL VINS_FILE CONCURRENCY
+    python -m tests.bench.fetch_phase {ours|staged|bare} BASE_URL VINS_FILE CONCURRENCY
 
-ours: `tasks.enrich.fetch_chunk` (the fetch task's own path: client, retry policy, each answer
-validated into the typed model), one chunk of every VIN. bare: one aiohttp session, C workers, each
+ours: `tasks.enrich.fetch_chunk` (the fetch task's own path: scheduler, client, retry policy, each
+answer kept as the bytes the service sent, redacted, its shape checked), one chunk of every VIN.
+staged: the same, writing the chunk's answer journal (the staged Arrow file) as a fetch task does. bare: one aiohttp session, C workers, each
 body read and dropped. Prints one JSON line: calls, the answers' rate between the first and the last
 answer, and this process's CPU seconds per call (user + system, over the fetch only).
 """
@@ -38,13 +39,21 @@ async def bare(base_url: str, vins: list[str], concurrency: int, stamps: list[fl
     return ok
 
 
-async def ours(base_url: str, vins: list[str], concurrency: int, stamps: list[float]) -> int:
+async def ours(base_url: str, vins: list[str], concurrency: int, stamps: list[float], staged: bool = False) -> int:
+    import tempfile
+    from contextlib import nullcontext
+    from pathlib import Path
+
     from connectors import Settings
     from tasks.enrich import fetch_chunk
+    from tasks.journal import AnswerJournal
 
     settings = Settings(api_key=KEY, base_url=base_url, max_connections=concurrency)
-    result = await fetch_chunk("specs", [{"vin": vin} for vin in vins], settings=settings, concurrency=concurrency,
-                               on_progress=lambda n: stamps.extend([time.perf_counter()] * n))
+    with tempfile.TemporaryDirectory() as folder:
+        with AnswerJournal.create(Path(folder), "bench", "specs", secrets=(KEY,)) if staged else nullcontext() as journal:
+            result = await fetch_chunk("specs", [{"vin": vin} for vin in vins], settings=settings,
+                                       concurrency=concurrency, journal=journal,
+                                       on_progress=lambda n: stamps.extend([time.perf_counter()] * n))
     return len(result.found)
 
 
@@ -52,11 +61,14 @@ def main() -> None:
     mode, base_url, vins_file, concurrency = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     vins = open(vins_file).read().split()
     stamps: list[float] = []
-    if mode == "ours":  # imports paid before the clock starts, as a fetch task's process has them
+    if mode != "bare":  # imports paid before the clock starts, as a fetch task's process has them
         import tasks.enrich  # noqa: F401
+        import tasks.journal  # noqa: F401
     cpu = time.process_time()
     started = time.perf_counter()
-    ok = asyncio.run((ours if mode == "ours" else bare)(base_url, vins, concurrency, stamps))
+    run = bare(base_url, vins, concurrency, stamps) if mode == "bare" else ours(base_url, vins, concurrency, stamps,
+                                                                                 staged=mode == "staged")
+    ok = asyncio.run(run)
     wall = time.perf_counter() - started
     cpu = time.process_time() - cpu
     span = stamps[-1] - stamps[0] if len(stamps) > 1 else wall
