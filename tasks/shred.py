@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any, Iterable
 
 import duckdb
 import pyarrow as pa
 
-from .storage import SQL_DIR, _statements
+from .storage import SQL_DIR, _bind, _statements
 
 SHRED_DIR = SQL_DIR / "shred"
 # The tables a dataset's answers land in, in landing order (campaigns before the check that closes
@@ -28,6 +29,9 @@ TABLES: dict[str, tuple[str, ...]] = {
     "ownership": ("ownership_records",),
     "recall_details": ("recalls", "recall_checks"),
 }
+# What a landing records besides the data, from the same staged rows (`sql/shred/_<table>.sql`): these
+# read the journal's call columns too, so they need a journal's whole rows.
+BOOKKEEPING = ("fetch_status", "failures", "api_calls", "raw_responses")
 
 _local = threading.local()
 
@@ -51,19 +55,32 @@ def _connection() -> duckdb.DuckDBPyConnection:
 def _select(table: str) -> str:
     selects: dict[str, str] = _local.selects
     if table not in selects:
-        selects[table] = _read(f"{table}.sql")[0]
+        selects[table] = _read(f"_{table}.sql" if table in BOOKKEEPING else f"{table}.sql")[0]
     return selects[table]
 
 
 def shred(dataset: str, answers: pa.Table) -> dict[str, pa.Table]:
     """The rows of each table `dataset`'s staged `answers` land in (found answers; no-data ones for checks)."""
+    return shred_tables(answers, TABLES[dataset])
+
+
+def shred_tables(answers: pa.Table, tables: Iterable[str], **params: Any) -> dict[str, pa.Table]:
+    """The rows of `tables` from staged `answers`, one statement per table over the Arrow rows as they are.
+
+    `params`: what the bookkeeping statements bind (`dataset`, `endpoint`).
+    """
     con = _connection()
     con.register("answers", answers)
     try:
         for statement in _read("_answers.sql"):
             con.execute(statement)
-        return {table: con.sql(_select(table)).to_arrow_table() for table in TABLES[dataset]}
+        out = {}
+        for table in tables:
+            select = _select(table)
+            out[table] = con.sql(select, params=_bind(select, params) or None).to_arrow_table()
+        return out
     finally:
+        con.execute("DROP TABLE IF EXISTS staged_found")  # the bodies' copy goes with the landing
         con.unregister("answers")
 
 
