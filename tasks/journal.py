@@ -34,6 +34,7 @@ from typing import Any, Iterator
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connectors import ENDPOINTS, CallRecord
 from connectors.errors import MalformedResponseError
@@ -42,7 +43,7 @@ from connectors.redact import REDACTED
 from . import staging_store
 from .enrich import DATASETS, ChunkResult
 from .failpoints import failpoint
-from .landing import land_enrichment
+from .landing import land_answers
 from .storage import Database, DatabaseError
 
 FORMAT = "fleet-answers/1"
@@ -371,15 +372,16 @@ def land_journals(db: Database, staging_root: Path, *, besides: str | None = Non
             journal = read_journal(path)
         if journal.table.num_rows:  # then its header, which names the run, was read
             run_id = journal.run_id
-            result = journal.chunk_result()
             try:
-                land_enrichment(db, run_id, result)
+                land_answers(db, run_id, journal.dataset, journal.table)
             except DatabaseError as exc:
                 raise DatabaseError(f"{location}: the answers run {run_id} paid for could not land, the file "
                                     f"stays for the next run ({exc})") from exc
-            counts["answers"] += len(result.found) + len(result.no_data) + len(result.failed)
-            counts["calls"] += len(result.calls)
-            counts["units"] += result.units
+            table = journal.table
+            outcomes = pc.value_counts(table.column("outcome")).to_pylist()
+            counts["answers"] += sum(c["counts"] for c in outcomes if c["values"] in ("found", "no_data", "failed"))
+            counts["calls"] += table.num_rows - table.column("call_id").null_count
+            counts["units"] += pc.sum(table.column("units")).as_py() or 0
         staging_store.remove(location)
         counts["journals"] += 1
     return counts

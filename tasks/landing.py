@@ -15,11 +15,12 @@ from typing import Any, Mapping
 import orjson
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import staging
 from .datasets import REGISTRY, Live
 from .enrich import DATASETS, ChunkResult
-from .shred import shred
+from .shred import BOOKKEEPING, TABLES, shred, shred_tables
 from .storage import Database
 
 FETCH_STATUS_SCHEMA: staging.Schema = {"vin": pl.String, "dataset": pl.String, "outcome": pl.String, "fetched_at": staging.TS}
@@ -62,17 +63,6 @@ def fetch_status_frame(dataset: str, found: list[tuple[str, datetime]], no_data:
     return pl.DataFrame(rows, schema=FETCH_STATUS_SCHEMA, orient="row") if rows else pl.DataFrame(schema=FETCH_STATUS_SCHEMA)
 
 
-def raw_frame(result: ChunkResult) -> pl.DataFrame:
-    endpoint = DATASETS[result.dataset].endpoint
-    rows = [
-        {"dataset": FAILURE_DATASET.get(result.dataset, result.dataset), "vin": vin, "batch_id": None,
-         "endpoint": endpoint, "request_params": {"vin": vin, **result.requests.get(vin, {})}, "status": 200,
-         "body": orjson.loads(answer) if isinstance(answer, bytes) else answer.raw, "fetched_at": at}
-        for vin, answer, at in result.found
-    ]
-    return staging.raw_responses_frame(rows)
-
-
 STAGED_SCHEMA = pa.schema([("vin", pa.string()), ("outcome", pa.string()), ("answered_at", pa.timestamp("us", tz="UTC")),
                            ("request", pa.string()), ("body", pa.binary())])
 
@@ -100,6 +90,10 @@ def staged_answers(result: ChunkResult) -> pa.Table:
                                                                         STAGED_SCHEMA)], schema=STAGED_SCHEMA)
 
 
+def _raw_params(dataset: str) -> dict[str, str]:
+    return {"dataset": FAILURE_DATASET.get(dataset, dataset), "endpoint": DATASETS[dataset].endpoint}
+
+
 def data_frames(result: ChunkResult) -> dict[str, pl.DataFrame]:
     """The data tables' rows of a chunk: its staged answers shredded in SQL."""
     return {table: _polars(rows) for table, rows in shred(result.dataset, staged_answers(result)).items()}
@@ -123,5 +117,27 @@ def land_enrichment(db: Database, run_id: str, result: ChunkResult) -> dict[str,
         )
     frames["failures"] = staging.failures_frame(failures)
     frames["api_calls"] = staging.api_calls_frame(result.calls)
-    frames["raw_responses"] = raw_frame(result)
+    raw = shred_tables(staged_answers(result), ["raw_responses"], **_raw_params(result.dataset))
+    frames["raw_responses"] = _polars(raw["raw_responses"])
+    return db.land_chunk(frames, run_id)
+
+
+def worth_landing(answers: pa.Table) -> bool:
+    """Whether staged answers hold anything to land: a call paid for, or a failure (a chunk stopped before
+    its first call holds only pending VINs)."""
+    if not answers.num_rows:
+        return False
+    return bool(pc.any(pc.is_valid(answers.column("call_id"))).as_py()
+                or pc.any(pc.equal(answers.column("outcome"), "failed")).as_py())
+
+
+def land_answers(db: Database, run_id: str, dataset: str, answers: pa.Table) -> dict[str, int]:
+    """Land a chunk's staged answers (a journal's rows, tasks/journal.py) set-based, all or nothing.
+
+    What `land_enrichment` lands from a chunk's result, built by SQL over the Arrow rows as they are
+    (`sql/shred/`): the data tables, then freshness, failures, calls and raw answers; no Python per answer.
+    """
+    tables = [*TABLES[dataset], *(t for t in BOOKKEEPING if t != "fetch_status" or dataset not in FAILURE_DATASET)]
+    frames: dict[str, pl.DataFrame | pa.Table] = {
+        table: _polars(rows) for table, rows in shred_tables(answers, tables, **_raw_params(dataset)).items()}
     return db.land_chunk(frames, run_id)

@@ -28,7 +28,7 @@ from .enrich import Budget, ChunkResult, fetch_chunk
 from .failpoints import failpoint
 from .ingest import read_fleet
 from .journal import AnswerJournal, answers_dir, has_journals, land_journals, read_journal
-from .landing import land_enrichment
+from .landing import land_answers, worth_landing
 from .lanes import fetch_turn, forget_run
 from .logtext import fields
 from .plan import make_plan, parse_freshness, read_slice, read_vins
@@ -241,16 +241,16 @@ def land_staged(db_path: str, run_id: str, staged: str, result: ChunkResult | No
     A kill or a failed landing leaves a local file to the next run (`plan_refresh`).
     """
     failpoint("staged")  # crash tests: the chunk is staged (on S3 with --staging), not landed yet
-    if result is None:
-        with opened(staged) as path:
-            journal = read_journal(path)
-            result = journal.chunk_result() if journal.table.num_rows else None
-    if result is not None and (result.calls or result.failed):
+    # The journal, even when `result` holds the same answers: its Arrow rows land set-based (land_answers).
+    with opened(staged) as path:
+        journal = read_journal(path)
+    landing = worth_landing(journal.table)
+    if landing:
         with open_database(db_path) as db:
-            land_enrichment(db, run_id, result)
+            land_answers(db, run_id, journal.dataset, journal.table)
     failpoint("landed")  # crash tests: the chunk landed, its journal not yet deleted
     remove(staged)
-    if result is not None and (result.calls or result.failed):
+    if landing:
         session.publish_if_due(db_path)  # analysts see long runs' progress every few minutes
 
 

@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Iterable, Mapping
 
 import duckdb
 import pyarrow as pa
 
 from .datasets import REGISTRY, Live
 from .datasets import table as table_declaration
-from .storage import SQL_DIR, _statements
+from .storage import SQL_DIR, _bind, _statements
 
 SHRED_DIR = SQL_DIR / "shred"
 # The tables a dataset's answers land in, in landing order, by the name its fetch goes by: the
 # registry's declarations (tasks/datasets.py), read at each use.
 TABLES: Mapping[str, tuple[str, ...]] = Live(lambda: {d.fetched_as: tuple(t.name for t in d.tables)
                                                       for d in REGISTRY.values()})
+# What a landing records besides the data, from the same staged rows (`sql/shred/_<table>.sql`): these
+# read the journal's call columns too, so they need a journal's whole rows.
+BOOKKEEPING = ("fetch_status", "failures", "api_calls", "raw_responses")
 
 _local = threading.local()
 
@@ -48,7 +51,8 @@ def _connection() -> duckdb.DuckDBPyConnection:
 def _select(table: str) -> str:
     selects: dict[str, str] = _local.selects
     if table not in selects:
-        selects[table] = _statements(_shred_file(table).read_text(encoding="utf-8"))[0]
+        path = SHRED_DIR / f"_{table}.sql" if table in BOOKKEEPING else _shred_file(table)
+        selects[table] = _statements(path.read_text(encoding="utf-8"))[0]
     return selects[table]
 
 
@@ -60,13 +64,26 @@ def _shred_file(table: str) -> Path:
 
 def shred(dataset: str, answers: pa.Table) -> dict[str, pa.Table]:
     """The rows of each table `dataset`'s staged `answers` land in (found answers; no-data ones for checks)."""
+    return shred_tables(answers, TABLES[dataset])
+
+
+def shred_tables(answers: pa.Table, tables: Iterable[str], **params: Any) -> dict[str, pa.Table]:
+    """The rows of `tables` from staged `answers`, one statement per table over the Arrow rows as they are.
+
+    `params`: what the bookkeeping statements bind (`dataset`, `endpoint`).
+    """
     con = _connection()
     con.register("answers", answers)
     try:
         for statement in _read("_answers.sql"):
             con.execute(statement)
-        return {table: con.sql(_select(table)).to_arrow_table() for table in TABLES[dataset]}
+        out = {}
+        for table in tables:
+            select = _select(table)
+            out[table] = con.sql(select, params=_bind(select, params) or None).to_arrow_table()
+        return out
     finally:
+        con.execute("DROP TABLE IF EXISTS staged_found")  # the bodies' copy goes with the landing
         con.unregister("answers")
 
 

@@ -1,22 +1,37 @@
 -- What the result models' edge parsers do (connectors/models/base.py), as SQL over JSON values, so a
 -- staged answer shreds into the same typed values the models give. Re-created on every shredding connection.
 
+-- The leaves these read are JSON text as DuckDB writes it (minified: a string starts with its quote), so
+-- the common cases are told apart by their first character, without parsing the leaf again.
+
 -- Text: a string as is, any other scalar as its text (a number the spec calls a string), null as NULL.
 CREATE OR REPLACE TEMP MACRO shred_text(j) AS
-    CASE json_type(j) WHEN 'NULL' THEN NULL
-        WHEN 'BOOLEAN' THEN CASE WHEN j::VARCHAR = 'true' THEN 'True' ELSE 'False' END
+    CASE WHEN j IS NULL OR j = 'null' THEN NULL
+        WHEN starts_with(j, '"') THEN CASE WHEN contains(j, '\') THEN j->>'$' ELSE CAST(j AS VARCHAR)[2:-2] END
+        WHEN j = 'true' THEN 'True' WHEN j = 'false' THEN 'False'
         ELSE j->>'$' END;
+
+-- A string leaf's text without ",", "$" and blanks ("$25,400" -> "25400"). A leaf without a backslash holds
+-- no escaped (control) character, so dropping spaces there is what dropping \s is.
+CREATE OR REPLACE TEMP MACRO shred_bare(j) AS
+    CASE WHEN contains(j, '\') THEN regexp_replace(shred_text(j), '[,$\s]', '', 'g')
+         ELSE replace(replace(replace(CAST(j AS VARCHAR)[2:-2], ',', ''), '$', ''), ' ', '') END;
 
 -- Number: JSON numbers, and strings once ",", "$" and blanks are gone ("$25,400"); anything else is NULL.
 CREATE OR REPLACE TEMP MACRO shred_number(j) AS
-    CASE json_type(j) WHEN 'BIGINT' THEN TRY_CAST(j->>'$' AS DOUBLE) WHEN 'UBIGINT' THEN TRY_CAST(j->>'$' AS DOUBLE)
-        WHEN 'DOUBLE' THEN TRY_CAST(j->>'$' AS DOUBLE)
-        WHEN 'VARCHAR' THEN TRY_CAST(nullif(regexp_replace(j->>'$', '[,$\s]', '', 'g'), '') AS DOUBLE)
-        ELSE NULL END;
+    CASE WHEN starts_with(j, '"') THEN TRY_CAST(nullif(shred_bare(j), '') AS DOUBLE)
+        WHEN starts_with(j, '{') OR starts_with(j, '[') THEN NULL
+        ELSE TRY_CAST(CAST(j AS VARCHAR) AS DOUBLE) END;
 
--- Integer: a number that is whole ("Unlimited", "", 2.5 are NULL).
+-- Integer: a number that is whole ("Unlimited", "", 2.5 are NULL). Digits alone (no fraction, exponent or
+-- hex) are cast as they are; the rest goes through `shred_number`.
+CREATE OR REPLACE TEMP MACRO shred_digits(t) AS
+    NOT contains(t, '.') AND NOT contains(lower(t), 'e') AND NOT contains(lower(t), 'x');
 CREATE OR REPLACE TEMP MACRO shred_int(j) AS
-    CASE WHEN isfinite(shred_number(j)) AND shred_number(j) = floor(shred_number(j))
+    CASE WHEN starts_with(j, '"') AND NOT contains(j, '\') AND shred_digits(shred_bare(j))
+         THEN TRY_CAST(shred_bare(j) AS BIGINT)
+         WHEN NOT starts_with(j, '"') AND shred_digits(CAST(j AS VARCHAR)) THEN TRY_CAST(CAST(j AS VARCHAR) AS BIGINT)
+         WHEN isfinite(shred_number(j)) AND shred_number(j) = floor(shred_number(j))
          THEN TRY_CAST(shred_number(j) AS BIGINT) END;
 
 -- bool | None as pydantic reads it (lax): true/false, 0/1, and the words it knows.

@@ -1,7 +1,7 @@
 -- /v1/ownership/vin answers -> `ownership_records`: the vehicle and the owners as JSON, with the fields the
 -- models declare (connectors/models/ownership.py), in their order; fields the models do not know are left out.
-SELECT vin, CAST(len(shred_list(body->'owners')) AS INTEGER) AS owner_count,
-    CASE WHEN json_type(body->'vehicle') = 'OBJECT' THEN to_json({
+SELECT vin, CAST(len(shred_list(b.owners)) AS INTEGER) AS owner_count,
+    CASE WHEN json_type(v) = 'OBJECT' THEN to_json({
         'make': shred_text(v->'make'), 'model': shred_text(v->'model'), 'manufacturer': shred_text(v->'manufacturer'),
         'fuel_type': shred_text(v->'fuel_type'), 'drive_type': shred_text(v->'drive_type'),
         'transmission_type': shred_text(v->'transmission_type'), 'body_type': shred_text(v->'body_type'),
@@ -9,7 +9,7 @@ SELECT vin, CAST(len(shred_list(body->'owners')) AS INTEGER) AS owner_count,
         'size': shred_text(v->'size'), 'vehicle_type': shred_text(v->'vehicle_type'), 'year': shred_int(v->'year'),
         'doors': shred_int(v->'doors'), 'engine_cylinders': shred_int(v->'engine_cylinders')}) ELSE 'null' END::VARCHAR
         AS vehicle,
-    to_json(list_transform(shred_list(body->'owners'), lambda o: {
+    to_json(list_transform(shred_list(b.owners), lambda o: {
         'record_id': shred_text(o->'record_id'), 'first_name': shred_text(o->'first_name'),
         'last_name': shred_text(o->'last_name'), 'age': shred_text(o->'age'), 'gender': shred_text(o->'gender'),
         'address': CASE WHEN json_type(o->'address') = 'OBJECT' THEN {
@@ -33,4 +33,5 @@ SELECT vin, CAST(len(shred_list(body->'owners')) AS INTEGER) AS owner_count,
             'vin': shred_text(h->'vin')})
     }))::VARCHAR AS owners,
     fetched_at
-FROM (SELECT *, body->'vehicle' AS v FROM found);
+FROM (SELECT vin, fetched_at, b, b.vehicle AS v
+      FROM (SELECT vin, fetched_at, json_transform(body, '{"vehicle": "JSON", "owners": "JSON"}') AS b FROM found));

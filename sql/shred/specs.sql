@@ -1,5 +1,6 @@
 -- /specs answers -> `specs` rows (connectors/models/specs.py, tasks/staging.py specs_frame). The body is
--- parsed once (json_transform) into the members read, each leaf kept as JSON for the lenient parsers.
+-- parsed once (json_transform) into the members read, each leaf kept as JSON for the lenient parsers
+-- (`equipment` as its entries in the order sent).
 SELECT vin,
     CAST(shred_int(a.year) AS INTEGER) AS year, shred_text(a.make) AS make, shred_text(a.model) AS model,
     shred_text(a.trim) AS trim, shred_text(a.style) AS style, shred_text(a.type) AS type,
@@ -10,7 +11,7 @@ SELECT vin,
     CAST(list_transform(coalesce(b.colors, []),
                         lambda c: {'category': shred_text(c.category), 'name': shred_text(c.name)})
          AS STRUCT(category VARCHAR, name VARCHAR)[]) AS colors,
-    CAST(coalesce(list_transform(shred_entries(b.equipment), lambda e: {'name': e.key, 'value': shred_text(e.value)}), [])
+    CAST(coalesce(list_transform(map_entries(b.equipment), lambda e: {'name': e.key, 'value': shred_text(e.value)}), [])
          AS STRUCT(name VARCHAR, value VARCHAR)[]) AS equipment,
     CAST(list_transform(coalesce(b.warranties, []),
                         lambda w: {'type': shred_text(w.type), 'miles': CAST(shred_int(w.miles) AS INTEGER),
@@ -22,6 +23,6 @@ FROM (SELECT vin, fetched_at, b, b.attributes AS a
       FROM (SELECT vin, fetched_at, json_transform(body, '{"attributes": {"year": "JSON", "make": "JSON", "model": "JSON",
                 "trim": "JSON", "style": "JSON", "type": "JSON", "made_in": "JSON", "doors": "JSON", "fuel_type": "JSON",
                 "engine": "JSON", "engine_cylinders": "JSON", "transmission": "JSON", "drivetrain": "JSON", "vid": "JSON"},
-                "colors": [{"category": "JSON", "name": "JSON"}], "equipment": "JSON",
+                "colors": [{"category": "JSON", "name": "JSON"}], "equipment": "MAP(VARCHAR, JSON)",
                 "warranties": [{"type": "JSON", "miles": "JSON", "months": "JSON"}]}') AS b
             FROM found));

@@ -1,0 +1,12 @@
+-- The VINs that failed -> `failures` rows, with the attempts the journal holds for each; an answer that is
+-- not a JSON object fails its VIN (status 200, not retried).
+WITH tries AS (SELECT vin, count(call_id) AS n FROM answers GROUP BY vin)
+SELECT a.vin, $dataset AS dataset, a.status, a.message, a.retryable,
+    CAST(greatest(coalesce(t.n, 0), 1) AS INTEGER) AS attempts, a.answered_at AS fetched_at
+FROM answers AS a LEFT JOIN tries AS t ON t.vin = a.vin
+WHERE a.outcome = 'failed'
+UNION ALL
+SELECT m.vin, $dataset AS dataset, 200 AS status,
+    $endpoint || ' answered 200 with a body that is not a JSON object' AS message, false AS retryable,
+    CAST(coalesce(t.n, 0) AS INTEGER) AS attempts, m.fetched_at
+FROM malformed AS m LEFT JOIN tries AS t ON t.vin = m.vin;

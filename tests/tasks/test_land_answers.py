@@ -1,0 +1,86 @@
+"""A journal lands set-based (`land_answers`, SQL over its Arrow rows) exactly as its chunk result does.
+
+Against the sandbox over a real socket: found, no-data, failing (500) and retried (502) VINs on every
+per-VIN dataset, plus an answer that is not a JSON object. Each table, both ways, into two stores.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pytest
+
+from connectors import RetryPolicy, Settings
+from connectors.sandbox import SandboxConfig, run_sandbox
+from tasks.enrich import fetch_chunk
+from tasks.journal import AnswerJournal, read_journal
+from tasks.landing import land_answers, land_enrichment
+from tasks.storage import open_database
+
+RUN = "20260101T000000Z-answers"
+VINS = ["1HGCM82633A004352", "1HGCM82633A004353", "1HGCM82633A004363", "1HGCM82633A000404",
+        "1HGCM82633A000500", "1HGCM82633A000502"]
+ROWS = [{"vin": v, "state": "CA", "mileage": 42_000 + i} for i, v in enumerate(VINS)]
+QUICK_RETRIES = RetryPolicy(initial_backoff=0.001, max_backoff=0.01, max_retry_after=0.01)
+TABLES = {  # what to compare, and the key to sort by
+    "specs": "vin", "market_values": "vin", "history_reports": "vin", "lien_theft_events": "vin, event_index",
+    "recalls": "vin, nhtsa_campaign_number", "recall_checks": "vin, fetched_at", "fetch_status": "vin, dataset",
+    "failures": "vin, dataset", "api_calls": "call_id",
+}
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    with run_sandbox(SandboxConfig()) as sb:
+        yield sb
+
+
+def rows(db, table: str, key: str) -> list[tuple]:
+    # A body the model refuses fails with the model's words; SQL says what it checks (not an object).
+    message = ", CASE WHEN status = 200 THEN 'refused' ELSE message END AS message" if table == "failures" else ""
+    return db.sql(f"SELECT * EXCLUDE (run_id){' REPLACE (' + message[2:] + ')' if message else ''} "
+                  f"FROM {table} ORDER BY {key}").rows()
+
+
+@pytest.mark.parametrize("dataset", ["specs", "market_value", "history", "lien_theft", "recall_details"])
+async def test_a_journal_lands_set_based_as_its_chunk_result_does(sandbox, tmp_path, dataset):
+    key = f"land_answers_{dataset}"
+    settings = Settings(api_key=key, base_url=sandbox.url, retry=QUICK_RETRIES)
+    with AnswerJournal.create(tmp_path, RUN, dataset, secrets=(key,)) as journal:
+        await fetch_chunk(dataset, ROWS, settings=settings, concurrency=3, journal=journal)
+        journal.answer(None, "1HGCM82633A009999", "found", datetime(2026, 1, 1, tzinfo=timezone.utc), body=b"[1, 2]")
+    staged = read_journal(journal.path)
+    assert staged.table.num_rows > len(VINS)
+
+    by_sql, by_models = open_database(tmp_path / "sql.duckdb"), open_database(tmp_path / "models.duckdb")
+    try:
+        land_answers(by_sql, RUN, dataset, staged.table)
+        land_enrichment(by_models, RUN, staged.chunk_result())
+        for table, order in TABLES.items():
+            assert rows(by_sql, table, order) == rows(by_models, table, order), table
+        assert by_sql.sql("SELECT count(*) FROM failures WHERE status = 200").item() == 1  # the list, not an object
+        raw = "SELECT vin, endpoint, status, request_params, body FROM raw_responses ORDER BY vin"
+        got, expected = by_sql.sql(raw).rows(), by_models.sql(raw).rows()
+        assert [(v, e, s, json.loads(p), json.loads(b)) for v, e, s, p, b in got] == \
+               [(v, e, s, json.loads(p), json.loads(b)) for v, e, s, p, b in expected]
+        assert key not in str(got)
+
+        before = {table: rows(by_sql, table, order) for table, order in TABLES.items()}
+        raw_before = by_sql.sql("SELECT count(*) FROM raw_responses").item()
+        land_answers(by_sql, RUN, dataset, staged.table)  # the same journal again: nothing changes
+        assert {table: rows(by_sql, table, order) for table, order in TABLES.items()} == before
+        assert by_sql.sql("SELECT count(*) FROM raw_responses").item() == raw_before
+    finally:
+        by_sql.close()
+        by_models.close()
+
+
+def test_a_journal_without_a_call_or_a_failure_lands_nothing():
+    from tasks.journal import SCHEMA
+    from tasks.landing import worth_landing
+
+    pending = pa.Table.from_pylist([{"vin": "1HGCM82633A004352", "outcome": "pending"}], schema=SCHEMA)
+    failed = pa.Table.from_pylist([{"vin": "1HGCM82633A004352", "outcome": "failed"}], schema=SCHEMA)
+    assert not worth_landing(pending) and not worth_landing(SCHEMA.empty_table()) and worth_landing(failed)
