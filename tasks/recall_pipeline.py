@@ -21,7 +21,7 @@ from .stops import Stops
 from .storage import Database
 
 
-async def check_recalls(
+async def check_recalls_and_details(
     db: Database,
     run_id: str,
     due_vins: list[str],

@@ -58,12 +58,12 @@ def with_recalls(n: int) -> list[str]:
 
 
 def test_details_of_a_landed_batch_start_while_another_batch_waits(store, sandbox, settings, tmp_path):
-    from tasks.recall_pipeline import check_recalls
+    from tasks.recall_pipeline import check_recalls_and_details
 
     due = with_recalls(8)
     store.land("vehicles", pl.DataFrame({"vin": due, "unit_number": [f"U{i}" for i in range(len(due))]}), "r1")
     one_call_waits(sandbox, STATUS)
-    batches, details = asyncio.run(check_recalls(store, "r1", due, settings=settings(), batches_dir=tmp_path / "b",
+    batches, details = asyncio.run(check_recalls_and_details(store, "r1", due, settings=settings(), batches_dir=tmp_path / "b",
                                                  batch_size=4, poll_interval=0.05, concurrency=4))
     assert (batches.submitted, batches.checked, batches.pending) == (2, 8, 0)
     with_counts = store.sql("SELECT count(*) FROM recall_checks WHERE checked_via = 'batch' AND recall_count > 0").item()
