@@ -97,7 +97,8 @@ async def service_middleware(request: web.Request, handler):
         raise asyncio.CancelledError from None
     finally:
         state.stats.count(endpoint, key, status, request.query.get("vin", ""),
-                          request.query.get("batchId") or request.query.get("plate") or "")
+                          request.query.get("batchId") or request.query.get("plate") or "",
+                          request.headers.get("Idempotency-Key", ""))
 
 
 async def _answer(request, handler, draw, faults: FaultConfig) -> web.StreamResponse:

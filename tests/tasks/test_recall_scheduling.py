@@ -53,6 +53,18 @@ def test_a_batch_waiting_out_a_retry_after_holds_up_no_other_batch(store, sandbo
     assert store.sql("SELECT count(*) FROM recall_checks").item() == 9
 
 
+def test_a_submit_sent_again_after_its_retry_after_is_the_same_request(store, sandbox, settings, tmp_path):
+    one_call_waits(sandbox, SUBMIT)
+    due = vins(6)
+    outcome = run(store, "r1", due, settings(), tmp_path, batch_size=3)
+    assert (outcome.submitted, outcome.checked, outcome.pending) == (2, 6, 0)
+    submits = [c for c in sandbox.journal() if c["key"] == KEY and c["endpoint"] == SUBMIT]
+    assert [c["status"] for c in submits].count(503) == 1 and len(submits) == 3
+    ledger = {k for (k,) in store.sql("SELECT idempotency_key FROM recall_batches").rows()}
+    assert {c["idempotency_key"] for c in submits} == ledger and len(ledger) == 2  # the retry carried its key
+    assert sandbox.units(KEY, "recalls") == 6  # each VIN billed once
+
+
 def with_recalls(n: int) -> list[str]:
     return [v for v in vins(400, plant="R") if open_recalls(v)][:n]
 
