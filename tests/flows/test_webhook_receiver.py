@@ -67,7 +67,10 @@ def test_forged_deliveries_mark_nothing_cost_no_status_reads_and_no_memory(tmp_p
         env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT),
                "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false"}
         command = [sys.executable, "-m", "flows.cli", "refresh", fleet, "--db", str(db), "--lake", "",
-                   "--datasets", "recalls", "--batch-size", str(BIG), "--webhook-listen", listen]
+                   "--datasets", "recalls", "--batch-size", str(BIG), "--webhook-listen", listen,
+                   # Details by model come after the batches: by VIN, the small batch's would be looked up
+                   # while the forgeries are posted, and their work would be in the memory measured.
+                   "--recall-details", "model"]
         with stderr_path.open("wb") as err:
             process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err,
                                        start_new_session=True)
