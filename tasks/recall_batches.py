@@ -161,7 +161,7 @@ async def run_recall_batches(
     return outcome
 
 
-MAX_BATCHES_IN_FLIGHT = 32  # batch calls in flight at once (one step of a batch at a time)
+MAX_BATCHES_IN_FLIGHT = 4  # batch calls in flight at once: each carries up to 10,000 VINs (32 timed out here)
 WEBHOOK_LOOK = 1.0  # seconds between two looks for a batch's webhook delivery (no call is made)
 _calls_of: ContextVar[_Calls | None] = ContextVar("recall_batch_calls", default=None)
 
