@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from . import models as m
@@ -99,25 +100,22 @@ class AsyncVehicleDataClient(BaseClient):
         webhooks: Any = None,
         webhook_fallback: float = 60.0,
     ) -> m.BatchJob:
-        """Wait until the batch is completed, partial or failed.
+        """Wait until the batch is completed, partial or failed: the one batch poll loop.
 
         Polls the status with growing intervals; with a `BatchWebhookReceiver` it asks only when the
-        webhook arrives, and every `webhook_fallback` seconds in case a delivery is lost.
+        webhook arrives, and every `webhook_fallback` seconds in case a delivery is lost. (A run's
+        batches are read one status at a time by its scheduler, by the same `BatchPolling` rule.)
         """
-        deadline = time.monotonic() + timeout
-        interval = poll_interval
+        polling = BatchPolling(poll_interval, max_interval, timeout, webhook_fallback)
         while True:
             job = await self.recalls_batch_status(batch_id, batch_token=batch_token)
             if job.status.is_terminal:
                 return job
-            pause = webhook_fallback if webhooks is not None else interval
-            if time.monotonic() + min(pause, 1.0) > deadline:
-                raise TimeoutError(f"batch {batch_id} still {job.status_text!r} after {timeout:.0f}s")
+            pause = polling.next_pause(job, notified=webhooks is not None)
             if webhooks is not None:
-                await webhooks.wait(batch_id, min(pause, max(0.0, deadline - time.monotonic())))
+                await webhooks.wait(batch_id, pause)
             else:
-                await self._sleep(interval)
-                interval = min(max_interval, interval * 1.5)
+                await self._sleep(pause)
 
     async def recalls_batch_results_when_ready(self, batch_id: str, **wait: Any) -> m.BatchResults:
         """Results of a batch, waiting for completion first; a 409 race is waited out too."""
@@ -237,6 +235,28 @@ class AsyncVehicleDataClient(BaseClient):
 
     async def obd(self, code: str) -> m.ObdCode:
         return await self._get("obd", m.ObdCode, code=code)
+
+
+@dataclass
+class BatchPolling:
+    """When to read a running batch's status again: growing pauses, or the webhook's fallback, until `timeout`."""
+
+    interval: float = 1.0
+    max_interval: float = 30.0
+    timeout: float = 3600.0
+    webhook_fallback: float = 60.0
+    started: float = field(default_factory=time.monotonic)
+
+    def next_pause(self, job: m.BatchJob, *, notified: bool) -> float:
+        """Seconds until the next read of `job` (not yet ended); `TimeoutError` once the batch has run too long."""
+        now = time.monotonic()
+        deadline = self.started + self.timeout
+        pause = self.webhook_fallback if notified else self.interval
+        if now + min(pause, 1.0) > deadline:
+            raise TimeoutError(f"batch {job.batchId} still {job.status_text!r} after {self.timeout:.0f}s")
+        if not notified:
+            self.interval = min(self.max_interval, self.interval * 1.5)
+        return min(pause, max(0.0, deadline - now))
 
 
 def _csv(values: Iterable[str] | None) -> str | None:

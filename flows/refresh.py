@@ -1,7 +1,7 @@
 """The fleet refresh flow: ingest, plan, recall batches, per-VIN enrichment, finish.
 
 It only orchestrates: every read and write happens in a task. Recall campaign
-details start once the recall batch has landed, beside the other datasets; matched by
+details start as each recall batch lands, beside the other datasets; matched by
 model (`--recall-details model`), they come last: they group VINs by the specs' models.
 """
 
@@ -160,13 +160,13 @@ def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], m
             plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness, staging))
             replan(summary, plan)
     recalls = plan.datasets.get("recalls")
-    batch = details = None
+    batch = None
     if recalls is not None:
-        batch = check_recalls.submit(db, run_id, recalls.path, batch_size, webhook_url, budget, webhook_listen)
+        # Per-VIN campaign lookups need only the batches: each batch's start as it lands, beside the other datasets.
+        pipelined = concurrency if parallel and recall_details_by == "vin" else None
+        batch = check_recalls.submit(db, run_id, recalls.path, batch_size, webhook_url, budget, webhook_listen, pipelined)
         if not parallel:
             budget = record_batch(summary, batch.result(), budget)
-        elif recall_details_by == "vin":  # per-VIN campaign lookups need only the batch: beside the other datasets
-            details = recall_details.submit(db, run_id, None, concurrency, recall_details_by, wait_for=[batch])  # type: ignore[call-overload]
 
     lanes = {d: deque(plan.datasets[d].chunks(chunk_size)) for d in ORDER if d in plan.datasets and d != "recalls"}
     with Fetchers(db, run_id, workers=workers, dask=dask, staging=staging) as fetchers:  # see flows/fetchers.py
@@ -189,10 +189,11 @@ def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], m
         summary["fetched_in"] = sorted(fetchers.pids)  # the worker processes that fetched (--workers, --dask)
 
     if batch is not None:
+        checked = batch.result()
         if parallel:
-            budget = record_batch(summary, batch.result(), budget)
+            budget = record_batch(summary, checked, budget)
         # Campaign details by model group VINs by the specs landed above, so they come last.
-        outcome = details.result() if details else recall_details(db, run_id, budget, concurrency, recall_details_by)
+        outcome = checked.get("details") or recall_details(db, run_id, budget, concurrency, recall_details_by)
         summary["recall_details"] = outcome
         add_counts(summary, calls=outcome["calls"], units=outcome["units"])
 

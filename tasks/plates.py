@@ -15,8 +15,8 @@ with one of the reasons below.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import polars as pl
 
-from connectors import AsyncVehicleDataClient, CallRecord, Settings, estimate_units
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings, estimate_units
 from connectors import errors as e
 from connectors import models as m
 
 from .enrich import STOPPING_ERRORS, Budget
-from .stops import KEY as KEY_SCOPE
-from .stops import Stops
+from .scheduler import Job, Scheduler
+from .stops import Pass, Stops
 from .markets import AU_STATES, CA_PROVINCES, US_STATES, country_expr, state_country_expr
 from .vins import normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
 
@@ -177,52 +177,67 @@ async def look_up_plates(
     keys: list[Key], *, settings: Settings, concurrency: int = 32, budget: Budget | None = None,
     on_progress: Callable[[int], None] | None = None, stops: Stops | None = None,
 ) -> PlateLookups:
-    """One call per key, `concurrency` at a time; a quota, credit or permission refusal stops the rest, and
-    so does a stop of the run's key (`stops`: a cancellation), which also ends a retry's wait."""
+    """One call per key, `concurrency` at a time through the scheduler (tasks/scheduler.py): a lookup waiting
+    out a Retry-After goes back to the queue and its slot asks for other plates meanwhile. A quota, credit
+    or permission refusal stops the rest, and so does a stop of the run's key (`stops`: a cancellation),
+    which also ends a retry's wait."""
     result = PlateLookups()
     stops = stops or Stops()
     budget = budget or Budget(None)
-    queue: asyncio.Queue[Key] = asyncio.Queue()
-    for key in keys:
-        queue.put_nowait(key)
+    api = ENDPOINTS[ENDPOINT].api
+    scheduler: Scheduler[Key] = Scheduler(stops, api, ENDPOINT, slots=concurrency)
+    reserved: dict[Key, int] = {}  # key -> units it holds in the budget, until it is settled
+    spent: dict[Key, int] = {}
+    current: ContextVar[tuple[Key, Pass] | None] = ContextVar("plate_lookup", default=None)
 
     def observe(record: CallRecord) -> None:
         result.calls.append((uuid.uuid4().hex, record, _now(), None))
+        if (now := current.get()) is not None:
+            key, leave = now
+            spent[key] = spent.get(key, 0) + record.units
+            leave.answered(record.status)
 
-    async with AsyncVehicleDataClient(settings, on_call=observe, interrupt=stops.stopping) as client:
+    def settle(key: Key) -> None:
+        if key in reserved:
+            budget.settle(reserved.pop(key), spent.get(key, 0))
+        if on_progress:
+            on_progress(1)
 
-        async def worker() -> None:
-            while not queue.empty():
-                key = queue.get_nowait()
-                country, state, plate = key
-                cost = estimate_units(ENDPOINT, {"country": country})
-                result.stop_reason = result.stop_reason or stops.reason(KEY_SCOPE)
-                if result.stop_reason or not budget.reserve(cost):
-                    result.stop_reason = result.stop_reason or "max-units reached"
-                    result.not_looked_up.append(key)
-                    continue
-                spent_before = result.units
-                try:
-                    vin, why = _answer(await client.plate(plate, country=country or "", state=state))
-                    outcome = "found" if vin else "not_found"
-                    result.results[key] = Lookup(outcome, vin, 200, why, _now())
-                except e.NotFoundError as exc:
-                    result.results[key] = Lookup("not_found", None, exc.status, exc.message, _now())
-                except STOPPING_ERRORS as exc:
-                    result.stop_reason = result.stop_reason or f"{exc.status} {exc.message}"
-                    result.not_looked_up.append(key)
-                except e.VehicleDataError as exc:
-                    if exc.retryable and (stopped := stops.reason(KEY_SCOPE)):  # its retry was cut short
-                        result.stop_reason = result.stop_reason or stopped
-                        result.not_looked_up.append(key)
-                    else:
-                        result.results[key] = Lookup("failed", None, getattr(exc, "status", None), exc.message, _now())
-                finally:
-                    budget.settle(cost, result.units - spent_before)
-                    if on_progress:
-                        on_progress(1)
+    def stopped(job: Job[Key], reason: str) -> None:
+        result.stop_reason = result.stop_reason or reason
+        result.not_looked_up.append(job.item)
+        settle(job.item)
 
-        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(keys))))))
+    async def attempt(job: Job[Key], leave: Pass) -> None:
+        key = job.item
+        country, state, plate = key
+        if key not in reserved:
+            cost = estimate_units(ENDPOINT, {"country": country})
+            if not budget.reserve(cost):
+                scheduler.halt("max-units reached")
+                stopped(job, "max-units reached")
+                return
+            reserved[key] = cost
+        token = current.set((key, leave))
+        try:
+            vin, why = _answer(await client.plate(plate, country=country or "", state=state))
+            result.results[key] = Lookup("found" if vin else "not_found", vin, 200, why, _now())
+        except e.NotFoundError as exc:
+            result.results[key] = Lookup("not_found", None, exc.status, exc.message, _now())
+        except STOPPING_ERRORS as exc:
+            reason = f"{exc.status} {exc.message}"
+            scheduler.halt(reason)  # the plates still queued are not looked up
+            stopped(job, reason)
+            return
+        except e.VehicleDataError as exc:
+            result.results[key] = Lookup("failed", None, getattr(exc, "status", None), exc.message, _now())
+        finally:  # a `RetryLater` passes through to the scheduler: still reserved, asked again later
+            current.reset(token)
+        settle(key)
+
+    scheduler.add(Job(key) for key in keys)
+    async with AsyncVehicleDataClient(settings, on_call=observe, interrupt=lambda: stops.stopping(api)) as client:
+        await scheduler.run(attempt, stopped)
     return result
 
 

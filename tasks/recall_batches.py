@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,12 +25,15 @@ import polars as pl
 
 from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings
 from connectors import errors as e
+from connectors.client import BatchPolling
 from connectors.models import BatchJob, BatchStatus
+from connectors.retry import CallAttempts
 from connectors.webhooks import BatchWebhookReceiver
 
 from . import staging
 from .enrich import Budget
-from .stops import STOPPING_ERRORS, Pass, Stopped, Stops
+from .scheduler import Job, Scheduler
+from .stops import STOPPING_ERRORS, Pass, Stops
 from .failpoints import failpoint
 from .landing import fetch_status_frame
 from .storage import Database
@@ -101,13 +105,20 @@ async def run_recall_batches(
     budget: Budget | None = None,
     stops: Stops | None = None,
     on_progress: Callable[[int], None] | None = None,
+    on_landed: Callable[[str], None] | None = None,
 ) -> RecallOutcome:
+    """Submit, poll and land every batch, side by side through the scheduler (tasks/scheduler.py).
+
+    Each step of a batch (submit, one status read, results) is one job: a retryable failure goes back
+    to the queue with its not-before time (a retried submit keeps its Idempotency-Key), and so does
+    the pause between two status reads, so a batch waiting out a Retry-After holds up no other.
+    `on_landed(batch_id)` is told as each batch's results land (its campaign details may start).
+    """
     if not 1 <= batch_size <= MAX_BATCH_VINS:
         raise ValueError(f"a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs (the service's limit), not {batch_size:,}")
     outcome = RecallOutcome()
     budget = budget or Budget(None)
     stops = stops or Stops()
-    calls = _Calls()
     batches_dir.mkdir(parents=True, exist_ok=True)
     unfinished = db.query("unfinished_recall_batches").to_dicts()
     _drop_orphaned_vin_lists(batches_dir, unfinished)
@@ -115,8 +126,22 @@ async def run_recall_batches(
     todo = [v for v in due_vins if v not in in_flight]
     outcome.resumed = len(unfinished)
 
+    # 1. Entries an interrupted run left behind: pending ones are resubmitted with their key, the rest
+    # polled (an earlier run's webhook receiver is gone). 2. New batches for what is due, each written
+    # to the ledger just before its first submit.
+    batches: list[_Batch] = []
+    for entry in unfinished:
+        batch = _Batch(_chunk_vins(entry), entry["idempotency_key"], entry["vins_chunk"],
+                       origin=(entry["run_id"], entry["fetched_at"]), entered=True)
+        if not entry["batch_id"].startswith("pending:"):
+            batch.step, batch.job = "status", BatchJob(batchId=entry["batch_id"], status=entry["status"])
+        batches.append(batch)
+    for start in range(0, len(todo), batch_size):
+        key = uuid.uuid4().hex
+        batches.append(_Batch(todo[start : start + batch_size], key, str(batches_dir / f"{key}.parquet")))
+
     async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(AsyncVehicleDataClient(settings, on_call=calls,
+        client = await stack.enter_async_context(AsyncVehicleDataClient(settings, on_call=_to_batch,
                                                                          interrupt=lambda: stops.stopping(API)))
         webhooks = None
         notify_url = webhook_url
@@ -127,86 +152,223 @@ async def run_recall_batches(
             webhooks = await stack.enter_async_context(BatchWebhookReceiver(host or "127.0.0.1", int(port or 0)))
             webhook_url = webhook_url or webhooks.url
             notify_url = webhooks.notify_url(webhook_url)
-        to_poll: list[tuple[BatchJob, list[str], str, bool]] = []  # job, VINs, VIN list file, notified here
-        # 1. Entries an interrupted run left behind: resubmit pending ones with their key; poll the rest.
-        for entry in unfinished:
-            vins = _chunk_vins(entry)
-            if entry["batch_id"].startswith("pending:"):
-                job = await _submit(db, run_id, client, calls, vins, entry["idempotency_key"], entry["vins_chunk"], webhook_url,
-                                    outcome, stops, notify_url, origin=(entry["run_id"], entry["fetched_at"]))
-            else:
-                job = BatchJob(batchId=entry["batch_id"], status=entry["status"])
-            if job is not None:  # an earlier run's receiver is gone: these are polled
-                to_poll.append((job, vins, entry["vins_chunk"], False))  # else counted pending or failed by _submit
-        # 2. New batches for what is due, each recorded in the ledger before it is sent.
-        for start in range(0, len(todo), batch_size):
-            vins = todo[start : start + batch_size]
-            if outcome.stop_reason or stops.reason(API) or not budget.reserve(len(vins)):
-                outcome.stop_reason = outcome.stop_reason or stops.reason(API) or "max-units reached"
-                outcome.pending += len(todo) - start
-                break
-            key = uuid.uuid4().hex
-            chunk_path = batches_dir / f"{key}.parquet"
-            pl.DataFrame({"vin": vins}).write_parquet(chunk_path)
-            db.land("recall_batches", _ledger_row(None, batch_id=f"pending:{key}", status="submitting",
-                                                  idempotency_key=key, vins_count=len(vins), vins_chunk=str(chunk_path),
-                                                  webhook_url=webhook_url), run_id)
-            job = await _submit(db, run_id, client, calls, vins, key, str(chunk_path), webhook_url, outcome, stops, notify_url)
-            budget.settle(len(vins), job.totalVins or len(vins) if job else 0)
-            if job is None:  # counted pending or failed by _submit
-                continue
-            outcome.submitted += 1
-            if webhooks is not None:
-                webhooks.expect(job.batchId)  # its delivery may come before its turn to be waited for
-            to_poll.append((job, vins, str(chunk_path), webhooks is not None))
-        # 3. Poll each batch to the end and land its results with the ledger's final status.
-        for job, vins, chunk_file, notified in to_poll:
-            calls.batch_id = job.batchId
-            if await _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, stops, webhooks if notified else None):
-                Path(chunk_file).unlink(missing_ok=True)  # landed: the ledger no longer needs the VIN list
-            if notified and webhooks is not None:
-                webhooks.forget(job.batchId)
-            if on_progress:
-                on_progress(len(vins))
+        scheduler: Scheduler[_Batch] = Scheduler(stops, API, "recalls-batch-status",
+                                                 slots=min(MAX_BATCHES_IN_FLIGHT, len(batches)))
+        steps = _Steps(db, run_id, client, scheduler, outcome, stops, budget, webhooks, webhook_url, notify_url,
+                       poll_interval, on_progress, on_landed)
+        scheduler.add(Job(b, CallAttempts(idempotency_key=b.key if b.step == "submit" else None)) for b in batches)
+        await scheduler.run(steps.attempt, steps.stopped)
     return outcome
 
 
-async def _submit(db, run_id, client, calls, vins, key, chunk_path, webhook_url, outcome, stops,  # noqa: ANN001
-                  notify_url=None, origin=None) -> BatchJob | None:
-    """Submit one ledger entry's VINs. `origin`: (run, time) of the run that wrote the entry, when resuming it."""
-    calls.batch_id = f"pending:{key}"  # calls made before a batch id is known are filed under the entry
-    try:
-        job = await stops.call(API, lambda: client.submit_recalls_batch(vins, idempotency_key=key,
-                                                                        webhook_url=notify_url or webhook_url),
-                               calls.hold)
-    except (*STOPPING_ERRORS, Stopped) as exc:
-        outcome.stop_reason = _stop_reason(exc)
-        outcome.pending += len(vins)
-        _land_calls(db, run_id, calls, outcome)
-        return None
-    except e.VehicleDataError as exc:
-        status = getattr(exc, "status", None)  # none when no answer came (a dropped connection, a timeout)
-        if status is not None and 400 <= status < 500:
-            # Refused for good: the same request would be refused again. End the entry, fail its VINs.
-            _refuse(db, run_id, calls, vins, key, chunk_path, exc, outcome)
-            return None
-        # Maybe accepted, maybe not: the ledger keeps the pending entry and its key, and the next run
-        # resubmits it (free if it went through).
-        outcome.stop_reason = outcome.stop_reason or stops.reason(API) or f"submit failed: {exc}"
-        outcome.pending += len(vins)
-        _land_calls(db, run_id, calls, outcome)
-        return None
-    failpoint("batch_submitted")  # crash tests: the service has the batch, the ledger has only `pending:<key>`
-    calls.batch_id = job.batchId
-    records = _bill_first_acceptance(db, calls.take(), job, key, origin or (run_id, None))
-    frames = {
-        "recall_batches": _ledger_row(job, status=job.status_text, idempotency_key=key, submitted_at=job.createdAt or _now(),
-                                      vins_count=len(vins), vins_chunk=chunk_path, webhook_url=webhook_url),
-        "api_calls": staging.api_calls_frame([(cid, r, at, job.batchId) for cid, r, at, _ in records]),
-    }
-    _count_calls(frames["api_calls"], outcome)
-    db.land_chunk(frames, run_id)
-    return job
+MAX_BATCHES_IN_FLIGHT = 4  # batch calls in flight at once: each carries up to 10,000 VINs (32 timed out here)
+WEBHOOK_LOOK = 1.0  # seconds between two looks for a batch's webhook delivery (no call is made)
+_calls_of: ContextVar[_Calls | None] = ContextVar("recall_batch_calls", default=None)
+
+
+def _to_batch(record: CallRecord) -> None:
+    """The client's call observer: the record goes to the batch whose step is running in this task."""
+    calls = _calls_of.get()
+    if calls is not None:
+        calls(record)
+
+
+@dataclass(eq=False)
+class _Batch:
+    """One ledger entry on its way: its VINs, idempotency key and VIN list, and its next step."""
+
+    vins: list[str]
+    key: str
+    chunk: str
+    origin: tuple[str, Any] | None = None  # (run, time) of the run that wrote a resumed entry
+    entered: bool = False  # its `pending:<key>` entry is in the ledger
+    step: str = "submit"  # submit -> status (again after each pause) -> results
+    job: BatchJob | None = None  # the last status read
+    reserved: bool = False  # its units are held in the budget until the submit is answered
+    notified: bool = False  # its webhook is awaited here
+    polling: BatchPolling | None = None
+    read_by: float = 0.0  # with a webhook: when the status is read anyway (a delivery may be lost)
+    calls: _Calls = field(default_factory=_Calls)
+
+
+class _Steps:
+    """The steps of a run's batches, as the scheduler's `attempt` and `stopped`."""
+
+    def __init__(self, db, run_id, client, scheduler, outcome, stops, budget, webhooks, webhook_url,  # noqa: ANN001
+                 notify_url, poll_interval, on_progress, on_landed) -> None:
+        self.db, self.run_id, self.client, self.scheduler, self.outcome = db, run_id, client, scheduler, outcome
+        self.stops, self.budget, self.webhooks, self.webhook_url = stops, budget, webhooks, webhook_url
+        self.notify_url, self.poll_interval, self.on_progress, self.on_landed = notify_url, poll_interval, on_progress, on_landed
+
+    async def attempt(self, job: Job[_Batch], leave: Pass) -> None:
+        batch = job.item
+        token = _calls_of.set(batch.calls)
+        batch.calls.hold(leave)
+        try:
+            if batch.step == "submit":
+                await self._submit(batch)
+            elif batch.step == "status":
+                await self._status(batch)
+            else:
+                await self._results(batch)
+        finally:  # a `RetryLater` passes through to the scheduler: the same step, later
+            batch.calls.hold(None)
+            _calls_of.reset(token)
+
+    def stopped(self, job: Job[_Batch], reason: str) -> None:
+        batch = job.item
+        if batch.reserved:
+            batch.reserved = False
+            self.budget.settle(len(batch.vins), 0)
+        self._pending(batch, reason)
+
+    def _next(self, batch: _Batch, step: str, after: float = 0.0) -> None:
+        batch.step = step
+        self.scheduler.add([Job(batch, not_before=time.monotonic() + after if after else 0.0)])
+
+    async def _submit(self, batch: _Batch) -> None:
+        outcome, key = self.outcome, batch.key
+        if not batch.entered:  # recorded in the ledger before it is sent
+            if outcome.stop_reason or not self.budget.reserve(len(batch.vins)):
+                outcome.stop_reason = outcome.stop_reason or "max-units reached"
+                outcome.pending += len(batch.vins)
+                return
+            batch.reserved = True
+            pl.DataFrame({"vin": batch.vins}).write_parquet(batch.chunk)
+            self.db.land("recall_batches", _ledger_row(None, batch_id=f"pending:{key}", status="submitting",
+                                                       idempotency_key=key, vins_count=len(batch.vins),
+                                                       vins_chunk=batch.chunk, webhook_url=self.webhook_url), self.run_id)
+            batch.entered = True
+        batch.calls.batch_id = f"pending:{key}"  # calls made before a batch id is known are filed under the entry
+        try:
+            job = await self.client.submit_recalls_batch(batch.vins, idempotency_key=key,
+                                                         webhook_url=self.notify_url or self.webhook_url)
+        except STOPPING_ERRORS as exc:
+            self.stopped(Job(batch), self.stops.refuse(API, exc))
+            return
+        except e.VehicleDataError as exc:
+            status = getattr(exc, "status", None)  # none when no answer came (a dropped connection, a timeout)
+            if batch.reserved:
+                batch.reserved = False
+                self.budget.settle(len(batch.vins), 0)
+            if status is not None and 400 <= status < 500:
+                # Refused for good: the same request would be refused again. End the entry, fail its VINs.
+                _refuse(self.db, self.run_id, batch.calls, batch.vins, key, batch.chunk, exc, outcome)
+                return
+            # Maybe accepted, maybe not: the ledger keeps the pending entry and its key, and the next run
+            # resubmits it (free if it went through).
+            self._pending(batch, self.stops.reason(API) or f"submit failed: {exc}")
+            return
+        failpoint("batch_submitted")  # crash tests: the service has the batch, the ledger has only `pending:<key>`
+        if batch.reserved:
+            batch.reserved = False
+            self.budget.settle(len(batch.vins), job.totalVins or len(batch.vins))
+        batch.calls.batch_id = job.batchId
+        records = _bill_first_acceptance(self.db, batch.calls.take(), job, key, batch.origin or (self.run_id, None))
+        frames = {
+            "recall_batches": _ledger_row(job, status=job.status_text, idempotency_key=key,
+                                          submitted_at=job.createdAt or _now(), vins_count=len(batch.vins),
+                                          vins_chunk=batch.chunk, webhook_url=self.webhook_url),
+            "api_calls": staging.api_calls_frame([(cid, r, at, job.batchId) for cid, r, at, _ in records]),
+        }
+        _count_calls(frames["api_calls"], outcome)
+        self.db.land_chunk(frames, self.run_id)
+        if batch.origin is None:
+            outcome.submitted += 1
+            if self.webhooks is not None:  # its delivery may come before its first status read
+                self.webhooks.expect(job.batchId)
+                batch.notified = True
+        batch.job = job
+        self._next(batch, "status")
+
+    async def _status(self, batch: _Batch) -> None:
+        assert batch.job is not None
+        batch_id = batch.job.batchId
+        batch.calls.batch_id = batch_id
+        if batch.notified and time.monotonic() < batch.read_by and self.webhooks is not None:
+            if not await self.webhooks.wait(batch_id, 0.05):  # no delivery yet: look again soon, call nothing
+                self._next(batch, "status", min(WEBHOOK_LOOK, batch.read_by - time.monotonic()))
+                return
+        try:
+            done = await self.client.recalls_batch_status(batch_id)
+            if not done.status.is_terminal:
+                batch.polling = batch.polling or BatchPolling(self.poll_interval)
+                pause = batch.polling.next_pause(done, notified=batch.notified)  # TimeoutError: too long
+                if batch.notified:
+                    batch.read_by = time.monotonic() + pause
+                    pause = min(pause, WEBHOOK_LOOK)
+                self._next(batch, "status", pause)
+                return
+        except STOPPING_ERRORS as exc:
+            self._pending(batch, self.stops.refuse(API, exc))
+            return
+        except (e.VehicleDataError, TimeoutError) as exc:
+            # Still in the ledger as unfinished: the next run polls it again instead of resubmitting.
+            self._pending(batch, self.stops.reason(API) or f"batch {batch_id} not finished: {exc}")
+            return
+        batch.job = done
+        if done.status.has_results or done.status is BatchStatus.FAILED:
+            self._next(batch, "results")
+        else:
+            self._land(batch, done, [])
+
+    async def _results(self, batch: _Batch) -> None:
+        assert batch.job is not None
+        done, items = batch.job, []
+        try:
+            results = await self.client.recalls_batch_results(done.batchId)
+            items, done = results.data.results, results.data.job.model_copy(update={"status_text": done.status_text})
+        except STOPPING_ERRORS as exc:
+            self._pending(batch, self.stops.refuse(API, exc))
+            return
+        except e.VehicleDataError:
+            pass  # landed without results: its VINs fail (retryable) and are due again next run
+        self._land(batch, done, items)
+
+    def _land(self, batch: _Batch, done: BatchJob, items: list[Any]) -> None:
+        """Land a batch's results with the ledger's final status."""
+        at = _now()
+        batch_id = done.batchId or (batch.job.batchId if batch.job else "")
+        seen = {i.vin for i in items}
+        missing = [v for v in dict.fromkeys(batch.vins) if v not in seen]
+        failures = [{"vin": v, "dataset": "recalls", "status": None,
+                     "message": f"batch {batch_id} ended {done.status_text} without a result for this VIN",
+                     "retryable": True, "attempts": 1, "fetched_at": at} for v in missing]
+        frames = {
+            "recall_checks": staging.recall_checks_from_batch(items, batch_id, at),
+            "fetch_status": fetch_status_frame("recalls", [(i.vin, at) for i in items], []),
+            "failures": staging.failures_frame(failures),
+            "recall_batches": _ledger_row(done, batch_id=batch_id, status=done.status_text or done.status.value,
+                                          completed_at=done.completedAt or at, processed_vins=len(items)),
+            "api_calls": staging.api_calls_frame(batch.calls.take()),
+            "raw_responses": staging.raw_responses_frame([{
+                "dataset": "recalls", "vin": None, "batch_id": batch_id, "endpoint": "recalls-batch-results",
+                "request_params": {"batchId": batch_id}, "status": 200,
+                "body": {"job": done.model_dump(mode="json", exclude={"batchToken"}), "results": [i.model_dump() for i in items]},
+                "fetched_at": at}]),
+        }
+        _count_calls(frames["api_calls"], self.outcome)
+        self.db.land_chunk(frames, self.run_id)
+        self.outcome.checked += len(items)
+        self.outcome.failed += len(missing)
+        Path(batch.chunk).unlink(missing_ok=True)  # landed: the ledger no longer needs the VIN list
+        self._done(batch)
+        if self.on_landed:
+            self.on_landed(batch_id)
+
+    def _pending(self, batch: _Batch, reason: str) -> None:
+        """Not finished this run: a `pending:` entry is resubmitted next run, a batch id polled again."""
+        self.outcome.stop_reason = self.outcome.stop_reason or reason
+        self.outcome.pending += len(batch.vins)
+        _land_calls(self.db, self.run_id, batch.calls, self.outcome)
+        if batch.job is not None:
+            self._done(batch)
+
+    def _done(self, batch: _Batch) -> None:
+        if batch.notified and self.webhooks is not None and batch.job is not None:
+            self.webhooks.forget(batch.job.batchId)
+        if self.on_progress:
+            self.on_progress(len(batch.vins))
 
 
 def _bill_first_acceptance(db, records, job, key, origin):  # noqa: ANN001
@@ -252,85 +414,6 @@ def _refuse(db, run_id, calls, vins, key, chunk_path, exc, outcome) -> None:  # 
     if chunk_path:
         Path(chunk_path).unlink(missing_ok=True)
     outcome.failed += len(failures)
-
-
-async def _finish(db, run_id, client, calls, job, vins, poll_interval, outcome, stops, webhooks=None) -> bool:  # noqa: ANN001
-    """Poll a batch to its end and land its results; False when it must be resumed later."""
-    try:
-        done = await _wait_for_batch(client, calls, stops, job.batchId, poll_interval, webhooks)
-        items = []
-        if done.status.has_results or done.status is BatchStatus.FAILED:
-            try:
-                results = await stops.call(API, lambda: client.recalls_batch_results(job.batchId), calls.hold)
-                items, done = results.data.results, results.data.job.model_copy(update={"status_text": done.status_text})
-            except e.VehicleDataError as exc:
-                if isinstance(exc, STOPPING_ERRORS):
-                    raise
-                items = []
-    except (*STOPPING_ERRORS, Stopped) as exc:
-        outcome.stop_reason = _stop_reason(exc)
-        outcome.pending += len(vins)
-        _land_calls(db, run_id, calls, outcome)
-        return False
-    except (e.VehicleDataError, TimeoutError) as exc:
-        # Still in the ledger as unfinished: the next run polls it again instead of resubmitting.
-        outcome.stop_reason = outcome.stop_reason or stops.reason(API) or f"batch {job.batchId} not finished: {exc}"
-        outcome.pending += len(vins)
-        _land_calls(db, run_id, calls, outcome)
-        return False
-    at = _now()
-    seen = {i.vin for i in items}
-    missing = [v for v in dict.fromkeys(vins) if v not in seen]
-    failures = [{"vin": v, "dataset": "recalls", "status": None, "message": f"batch {job.batchId} ended {done.status_text} without a result for this VIN",
-                 "retryable": True, "attempts": 1, "fetched_at": at} for v in missing]
-    frames = {
-        "recall_checks": staging.recall_checks_from_batch(items, job.batchId, at),
-        "fetch_status": fetch_status_frame("recalls", [(i.vin, at) for i in items], []),
-        "failures": staging.failures_frame(failures),
-        "recall_batches": _ledger_row(done, batch_id=job.batchId, status=done.status_text or done.status.value,
-                                      completed_at=done.completedAt or at, processed_vins=len(items)),
-        "api_calls": staging.api_calls_frame(calls.take()),
-        "raw_responses": staging.raw_responses_frame([{
-            "dataset": "recalls", "vin": None, "batch_id": job.batchId, "endpoint": "recalls-batch-results",
-            "request_params": {"batchId": job.batchId}, "status": 200,
-            "body": {"job": done.model_dump(mode="json", exclude={"batchToken"}), "results": [i.model_dump() for i in items]},
-            "fetched_at": at}]),
-    }
-    _count_calls(frames["api_calls"], outcome)
-    db.land_chunk(frames, run_id)
-    outcome.checked += len(items)
-    outcome.failed += len(missing)
-    return True
-
-
-async def _wait_for_batch(client, calls, stops, batch_id, poll_interval, webhooks, *, timeout: float = 3600.0,  # noqa: ANN001
-                          max_interval: float = 30.0, webhook_fallback: float = 60.0) -> BatchJob:
-    """Read the status until the batch ends: with growing pauses, or when its webhook arrives (and once a
-    minute in case a delivery is lost). Each read asks the run's stops first, like every other call."""
-    deadline = time.monotonic() + timeout
-    interval = poll_interval
-    while True:
-        job = await stops.call(API, lambda: client.recalls_batch_status(batch_id), calls.hold)
-        if job.status.is_terminal:
-            return job
-        pause = webhook_fallback if webhooks is not None else interval
-        if time.monotonic() + min(pause, 1.0) > deadline:
-            raise TimeoutError(f"batch {batch_id} still {job.status_text!r} after {timeout:.0f}s")
-        # Either wait notices a stop (a cancellation) within a second: the batch is polled again next run.
-        if webhooks is not None:
-            until = time.monotonic() + min(pause, max(0.0, deadline - time.monotonic()))
-            while not stops.stopping(API) and time.monotonic() < until:
-                if await webhooks.wait(batch_id, min(1.0, max(0.0, until - time.monotonic()))):
-                    break
-        else:
-            await stops.pause(interval, API)
-            interval = min(max_interval, interval * 1.5)
-        if stops.stopping(API):
-            raise Stopped(stops.reason(API) or "stopped")
-
-
-def _stop_reason(exc: Exception) -> str:
-    return exc.reason if isinstance(exc, Stopped) else f"{exc.status} {exc.message}"  # type: ignore[attr-defined]
 
 
 def _land_calls(db: Database, run_id: str, calls: _Calls, outcome: RecallOutcome) -> None:

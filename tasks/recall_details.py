@@ -10,6 +10,7 @@ own, which campaigns it is are only likely. Every other VIN still gets `/v1/reca
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections import defaultdict
@@ -60,10 +61,18 @@ async def fetch_recall_details(
     on_progress: Callable[[int], None] | None = None,
     match: str = "vin",
     journals: Path | None = None,
+    landed: asyncio.Queue[str | None] | None = None,
 ) -> DetailsOutcome:
-    """`journals`: the folder where per-VIN lookups are journalled before they land (see tasks/journal.py)."""
+    """`journals`: the folder where per-VIN lookups are journalled before they land (see tasks/journal.py).
+
+    `landed`: the ids of recall batches as their results land, then None (tasks/recall_pipeline.py):
+    the details due now are looked up first, then each batch's as it lands, while the other batches
+    are still processed (by VIN only: a model listing needs the specs landed first).
+    """
     if match not in MATCHES:
         raise ValueError(f"recall details are matched by {' or '.join(MATCHES)}, not {match!r}")
+    if landed is not None and match != "vin":
+        raise ValueError("recall details are looked up as batches land only by VIN")
     budget = budget or Budget(None)
     stops = stops or Stops()
     due = db.query("recall_details_due", run_id=run_id).to_dicts()
@@ -79,27 +88,39 @@ async def fetch_recall_details(
     per_vin.extend(r for rows in groups.values() if not _worth_a_listing(rows) for r in rows)
     if listed:
         per_vin.extend(await _by_model(db, run_id, listed, settings, budget, outcome, stops, concurrency, on_progress))
-    chunks = [per_vin[start : start + chunk_size] for start in range(0, len(per_vin), chunk_size)]
     lane = Lane()  # a chunk with only waiting retries left hands them to the next one
-    for n, rows in enumerate(chunks):
-        if outcome.stop_reason:
-            outcome.pending += len(rows) + len(lane.adopt())
-            continue
-        journal = AnswerJournal.create(journals, run_id, "recall_details", secrets=(settings.api_key or "",)) if journals else None
-        with journal or contextlib.nullcontext(), lane.followed(n + 1 < len(chunks)):
-            result: ChunkResult = await fetch_chunk(
-                "recall_details", rows, settings=settings, concurrency=concurrency, budget=budget, stops=stops,
-                on_progress=on_progress, journal=journal, lane=lane, follows=True,  # after the batch's results
-            )
-        land_enrichment(db, run_id, result)
-        if journal is not None:
-            journal.delete()  # landed
-        outcome.by_vin += len(result.found) + len(result.no_data)
-        outcome.failed += len(result.failed)
-        outcome.pending += len(result.pending)
-        outcome.calls += len(result.calls)
-        outcome.units += result.units
-        outcome.stop_reason = outcome.stop_reason or result.stop_reason
+    taken = {row["vin"] for row in per_vin}
+
+    async def look_up(rows: list[dict[str, Any]]) -> None:
+        """Per-VIN lookups, one chunk of `chunk_size` at a time, each landed as it is done."""
+        chunks = [rows[start : start + chunk_size] for start in range(0, len(rows), chunk_size)]
+        for n, chunk in enumerate(chunks):
+            if outcome.stop_reason:
+                outcome.pending += len(chunk) + len(lane.adopt())
+                continue
+            journal = AnswerJournal.create(journals, run_id, "recall_details", secrets=(settings.api_key or "",)) if journals else None
+            with journal or contextlib.nullcontext(), lane.followed(n + 1 < len(chunks)):
+                result: ChunkResult = await fetch_chunk(
+                    "recall_details", chunk, settings=settings, concurrency=concurrency, budget=budget, stops=stops,
+                    on_progress=on_progress, journal=journal, lane=lane, follows=True,  # after the batch's results
+                )
+            land_enrichment(db, run_id, result)
+            if journal is not None:
+                journal.delete()  # landed
+            outcome.by_vin += len(result.found) + len(result.no_data)
+            outcome.failed += len(result.failed)
+            outcome.pending += len(result.pending)
+            outcome.calls += len(result.calls)
+            outcome.units += result.units
+            outcome.stop_reason = outcome.stop_reason or result.stop_reason
+
+    await look_up(per_vin)
+    while landed is not None and (batch_id := await landed.get()) is not None:
+        fresh = [r for r in db.query("recall_details_due_in_batch", run_id=run_id, batch_id=batch_id).to_dicts()
+                 if r["vin"] not in taken]
+        taken.update(r["vin"] for r in fresh)
+        outcome.due += len(fresh)
+        await look_up(fresh)
     return outcome
 
 

@@ -35,7 +35,8 @@ from .plan import make_plan, parse_freshness, read_slice, read_vins
 from .plates import PlateLookups, land_lookups, look_up_plates, lookup_keys, settle_at_ingest
 from .preview import preview_refresh
 from .recall_batches import run_recall_batches
-from .recall_details import fetch_recall_details
+from .recall_details import DetailsOutcome, fetch_recall_details
+from .recall_pipeline import check_recalls_and_details
 from .report import report_markdown, write_run_report
 from .staging_store import is_remote, opened, publish, remove, scratch_root
 from .storage import open_database
@@ -172,19 +173,32 @@ def plan_dry_run(paths: list[str], db_path: str, run_id: str, vin_column: str | 
 
 @task(name="check-recalls", **TASK)
 def check_recalls(db_path: str, run_id: str, due_path: str | None, batch_size: int, webhook_url: str | None,
-                  budget_left: int | None, webhook_listen: str | None = None) -> dict[str, Any]:
+                  budget_left: int | None, webhook_listen: str | None = None,
+                  details_concurrency: int | None = None) -> dict[str, Any]:
+    """The recall batches; with `details_concurrency`, each batch's campaign details (by VIN) start as its
+    results land (tasks/recall_pipeline.py), and their outcome is the answer's `details`."""
     vins = read_vins(due_path) if due_path else []
     reporter = progress.current()
     reporter.start("recalls", "Recall batches", len(vins))
+    settings = Settings.from_env()
+    options: dict[str, Any] = dict(settings=settings, batches_dir=batches_dir(db_path), batch_size=batch_size,
+                                   webhook_url=webhook_url, webhook_listen=webhook_listen, budget=Budget(budget_left),
+                                   stops=stops.for_run(run_id), on_progress=lambda n: reporter.advance("recalls", n))
+    details: DetailsOutcome | None = None
     with open_database(db_path) as db:
-        outcome = asyncio.run(run_recall_batches(
-            db, run_id, vins, settings=Settings.from_env(), batches_dir=batches_dir(db_path), batch_size=batch_size,
-            webhook_url=webhook_url, webhook_listen=webhook_listen, budget=Budget(budget_left), stops=stops.for_run(run_id),
-            on_progress=lambda n: reporter.advance("recalls", n),
-        ))
+        if details_concurrency is None:
+            outcome = asyncio.run(run_recall_batches(db, run_id, vins, **options))
+        else:
+            reporter.start("recall_details", "Recall campaign details", db.query("recall_details_due", run_id=run_id).height)
+            outcome, details = asyncio.run(check_recalls_and_details(
+                db, run_id, vins, concurrency=details_concurrency, journals=answers_dir(staging_dir(db_path, run_id)),
+                on_details=lambda n: reporter.advance("recall_details", n), **options))
     session.publish_if_due(db_path)
     get_run_logger().info("recall batches: %s", fields(outcome))
-    return vars(outcome)
+    if details is None:
+        return vars(outcome)
+    get_run_logger().info("recall details: %s", fields(details))
+    return vars(outcome) | {"details": vars(details)}
 
 
 @task(name="fetch-recall-details", **TASK)

@@ -25,6 +25,8 @@ class FaultConfig:
     omit_retry_after: bool = False         # retryable answers lose their Retry-After header
     retry_after_seconds: int = 60
     batch_fail_rate: float = 0.0           # fraction of submitted recall batches ending `failed`
+    endpoints: list[str] = field(default_factory=list)  # faults fall only on these paths (empty: on every path)
+    max_faults: int | None = None          # at most this many faulted calls, then none (None: no limit)
     seed: int = 0
 
     @classmethod
@@ -57,19 +59,29 @@ class FaultInjector:
         with self._lock:
             self.config = config
             self._rng = random.Random(config.seed)
+            self._faulted = 0  # calls faulted since configured (for `max_faults`)
 
-    def draw(self) -> Draw:
+    def draw(self, endpoint: str | None = None) -> Draw:
+        """The fault for a call to `endpoint` (a path); `endpoints` and `max_faults` only spare calls, the
+        three draws are taken either way, so the sequence of the others is unchanged."""
         with self._lock:
             c = self.config
             which, pick, lat = self._rng.random(), self._rng.random(), self._rng.random()
-        kind = None
-        edge = 0.0
-        for name, share in (("status", c.rate), ("timeout", c.timeout_rate), ("drop", c.drop_rate),
-                            ("malformed", c.malformed_rate), ("slow", c.slow_rate)):
-            edge += share
-            if which < edge:
-                kind = name
-                break
+            kind = None
+            edge = 0.0
+            for name, share in (("status", c.rate), ("timeout", c.timeout_rate), ("drop", c.drop_rate),
+                                ("malformed", c.malformed_rate), ("slow", c.slow_rate)):
+                edge += share
+                if which < edge:
+                    kind = name
+                    break
+            if kind is not None and c.endpoints and endpoint not in c.endpoints:
+                kind = None
+            if kind is not None and c.max_faults is not None:
+                if self._faulted >= c.max_faults:
+                    kind = None
+                else:
+                    self._faulted += 1
         statuses = c.statuses or [500]
         status = statuses[min(int(pick * len(statuses)), len(statuses) - 1)]
         return Draw(kind, status, _latency_seconds(c.latency_ms, lat))

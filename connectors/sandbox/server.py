@@ -80,7 +80,7 @@ async def service_middleware(request: web.Request, handler):
     endpoint = resource.canonical if resource is not None else request.path
     key = request.query.get("key", "")
     faults = state.faults.config
-    draw = state.faults.draw()
+    draw = state.faults.draw(endpoint)
     state.stats.started()
     # A timed-out call counts as 504 even when the client hangs up before the answer.
     status = 504 if draw.kind == "timeout" else DROPPED
@@ -96,7 +96,9 @@ async def service_middleware(request: web.Request, handler):
             transport.abort()
         raise asyncio.CancelledError from None
     finally:
-        state.stats.count(endpoint, key, status, request.query.get("vin", ""))
+        state.stats.count(endpoint, key, status, request.query.get("vin", ""),
+                          request.query.get("batchId") or request.query.get("plate") or "",
+                          request.headers.get("Idempotency-Key", ""))
 
 
 async def _answer(request, handler, draw, faults: FaultConfig) -> web.StreamResponse:

@@ -20,19 +20,20 @@ class Stats:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.journal_on = journal
-        self._journal: list[tuple[str, str, str, int]] = []
+        self._journal: list[tuple[str, str, str, int, str, str]] = []
 
     def started(self) -> None:
         with self._lock:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
 
-    def count(self, endpoint: str, key: str, status: int, vin: str = "") -> None:
+    def count(self, endpoint: str, key: str, status: int, vin: str = "", target: str = "", idempotency_key: str = "") -> None:
+        """`target`: what a call without a VIN was about (a batch id, a plate), for the journal."""
         with self._lock:
             self.in_flight -= 1
             self._counts[(endpoint, key, status)] += 1
             if self.journal_on:
-                self._journal.append((endpoint, key, vin, status))
+                self._journal.append((endpoint, key, vin, status, target, idempotency_key))
 
     def requests(self) -> list[dict]:
         with self._lock:
@@ -42,7 +43,8 @@ class Stats:
     def journal(self) -> list[dict]:
         with self._lock:
             entries = list(self._journal)
-        return [{"endpoint": e, "key": k, "vin": v, "status": s} for e, k, v, s in entries]
+        return [{"endpoint": e, "key": k, "vin": v, "status": s, "target": t, "idempotency_key": i}
+                for e, k, v, s, t, i in entries]
 
     def reset(self) -> None:
         with self._lock:
