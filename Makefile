@@ -25,8 +25,9 @@ demo: install
 	@# Every refresh writes the fleet report next to the lake: one HTML file, opens offline.
 	@test -f data/lake/report.html && echo "Fleet report: $(CURDIR)/data/lake/report.html (open it in a browser)"
 
+# Two workers, a whole test file per worker: a file's module fixtures (servers, sandboxes, killed runs) start once.
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 bench: install
 	$(BIN)/python -m pytest -q -m bench -s tests/bench

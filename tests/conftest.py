@@ -13,7 +13,9 @@ os.environ.pop("VDS_API_KEY", None)
 os.environ.pop("VDS_BASE_URL", None)
 # Prefect's home (its profiles, result storage, ephemeral database) is private to the test session:
 # tests never touch the developer's ~/.prefect, and the secrets test can scan all Prefect wrote.
-if "PREFECT_HOME" not in os.environ:
+# One per process, so each pytest-xdist worker has its own: a home set here and inherited from the process
+# that started this one (FLEET_TESTS_PREFECT_HOME) is replaced; a home the developer set is kept.
+if "PREFECT_HOME" not in os.environ or os.environ["PREFECT_HOME"] == os.environ.get("FLEET_TESTS_PREFECT_HOME"):
     _home = tempfile.mkdtemp(prefix="fleet-tests-prefect-")
-    os.environ["PREFECT_HOME"] = _home
+    os.environ["PREFECT_HOME"] = os.environ["FLEET_TESTS_PREFECT_HOME"] = _home
     atexit.register(shutil.rmtree, _home, True)

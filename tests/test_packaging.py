@@ -26,6 +26,8 @@ import duckdb
 import polars as pl
 import pytest
 
+from tests.prefect_server import prefect_server
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "launcher.py", "flows", "tasks", "connectors", "sql")
 KEY = "packaging_test_key_3a9e"
@@ -93,14 +95,19 @@ def _sandbox(fleet: Path, cwd: Path, env: dict[str, str]) -> Iterator[str]:
             process.wait(timeout=5)
 
 
-def test_the_installed_wheel_refreshes_a_fleet_from_any_folder(installed, tmp_path):
+@pytest.fixture(scope="module")
+def server() -> Iterator[dict[str, str]]:
+    with prefect_server() as env:
+        yield env
+
+
+def test_the_installed_wheel_refreshes_a_fleet_from_any_folder(installed, server, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     rows = pl.read_csv(ROOT / "data" / "sample_fleet.csv", infer_schema=False).head(5)
     rows.write_csv(elsewhere / "small.csv")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VDS_", "PREFECT_API_URL", "PYTHONPATH"))}
-    env |= {"PREFECT_HOME": str(tmp_path / "prefect-home"), "DO_NOT_TRACK": "1",
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VDS_", "PREFECT_", "PYTHONPATH"))}
+    env |= server  # the installed refresh reports to a Prefect server, as a deployed one would
 
     # The code that runs is the wheel's, and nothing named `tasks` was installed beside it.
     probe = "import fleet_data.launcher as l; l.use_home(); import tasks.storage as s; print(s.SQL_DIR)"

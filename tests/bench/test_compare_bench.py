@@ -25,7 +25,7 @@ import pytest
 from connectors.sandbox import FaultConfig, Sandbox
 from tests.bench.compare import ours, report
 from tests.bench.compare.fleets import DATASETS, PATHS, write_fleet
-from tests.bench.compare.prefect_server import prefect_server
+from tests.prefect_server import prefect_server
 from tests.bench.measure import ROOT, run_measured
 
 pytestmark = pytest.mark.bench
@@ -134,7 +134,7 @@ def test_side_by_side(tmp_path):
     sandbox = Sandbox.start_subprocess()
     try:
         with prefect_server() as prefect_env:
-            ours_env = {**prefect_env, **ours.environment(sandbox.url, KEY)}
+            ours_env = {**prefect_env, "PREFECT_LOGGING_LEVEL": "WARNING", **ours.environment(sandbox.url, KEY)}
             _warm_up(sandbox, fleets[max(SIZES)], write_fleet(tmp_path / "warm.csv", WARM_UP_VINS), ours_env,
                      tmp_path / "warm")
             for latency in LATENCIES_MS:

@@ -13,15 +13,11 @@ terminal stays quiet.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,60 +27,22 @@ import httpx
 import pytest
 
 from connectors.sandbox import SandboxConfig, run_sandbox
+from tests.prefect_server import prefect_server, stop_group
 
 from .conftest import sample_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "deploy_test_key_5d0b"  # only ever in the Secret block: a leak is easy to find
 SECRET_BLOCK = "vds-api-key"
-START_TIMEOUT = 150  # a Prefect server on 2 busy cores
 pytestmark = pytest.mark.timeout(600)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _stop(process: subprocess.Popen) -> None:
-    """Stop a process started in its own session, and whatever it started, by its id."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[dict[str, str]]:
     """A Prefect server on a loopback port with its own home; the environment its clients need."""
-    home = tmp_path_factory.mktemp("prefect-server-home")
-    api = f"http://127.0.0.1:{_free_port()}/api"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VDS_", "PREFECT_", "FLEET_"))}
-    env |= {"PREFECT_HOME": str(home), "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-            "PREFECT_UI_ENABLED": "false", "PYTHONUNBUFFERED": "1"}
-    port = api.rsplit(":", 1)[1].split("/")[0]
-    with (home / "server.log").open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                                    "--port", port, "--no-ui"], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            assert process.poll() is None, (home / "server.log").read_text()[-3000:]
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{api}/health", timeout=2, trust_env=False).status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "the Prefect server did not answer /api/health in time"
-            time.sleep(0.5)
-        yield {**env, "PREFECT_API_URL": api}
-    finally:
-        _stop(process)
+    with prefect_server(tmp_path_factory.mktemp("prefect-server-home")) as server_env:
+        yield env | server_env | {"PYTHONUNBUFFERED": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +58,7 @@ def _run(command: list[str], env: dict[str, str], timeout: float = 120, **kwargs
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _stop(process)
+        stop_group(process)
         out, err = process.communicate()
         pytest.fail(f"{' '.join(command[:5])} ran over {timeout} s:\n{out[-3000:]}\n{err[-3000:]}")
     return subprocess.CompletedProcess(command, process.returncode, out, err)

@@ -16,9 +16,14 @@ same fleet that was never interrupted. The points:
   The chunks fetching meanwhile finish their calls and wait for the database.
 - after_landing: a chunk's landing committed, its answer journal not yet deleted (failpoint
   `landed`): the resume must not land it twice nor count its calls twice.
-- random_seed<N>: a seeded-random point, between two calls or inside a landing transaction.
-  The seed changes every session, so the kill wanders over the phases; to replay a failure run
-  with FLEET_CRASH_SEED=<N>.
+- retry_waiting: the service answers 30% of calls 503 with the spec's full `Retry-After: 60`
+  (its own sandbox, faults drawn from a fixed seed); the run is killed once every other call is
+  answered, while its retries wait out those 60 s. The service is well again for the resume, which
+  asks once for exactly the calls that never got their answer: each VIN billed once per dataset.
+- random: a seeded-random point, between two calls or inside a landing transaction. The seed
+  changes every session, so the kill wanders over the phases; a failure names it, and
+  FLEET_CRASH_SEED=<N> replays it. (The seed is not in the case's id: pytest-xdist's workers
+  each import this file and must collect the same ids.)
 
 The sandbox runs in its own process (it outlives the killed refreshes) and each case has its
 own API key, so its billing and call journal are its own: they are the referee. Every answer a
@@ -48,18 +53,22 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from connectors.sandbox import Sandbox
+from connectors.sandbox import FaultConfig, Sandbox
 from flows.refresh import refresh_fleet
 from tasks.ingest import read_fleet
 from tasks.journal import read_journal
 from tasks.storage import open_database
 
-pytestmark = pytest.mark.usefixtures("prefect_server")
+# The killed refreshes run side by side with the other xdist worker's tests: on a loaded 2-core box they
+# took over 180 s, so the bound (a hang guard, not a timing) and the module's timeout leave room.
+RUNS_BOUND = 480
+pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.timeout(RUNS_BOUND + 300)]
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample_fleet.csv"
 FLEET_SIZE = 24
 RUN_OPTIONS = dict(lake=None, chunk_size=8, concurrency=2)
 SEED = int(os.environ.get("FLEET_CRASH_SEED") or random.SystemRandom().randrange(1, 1_000_000))
+REPLAY = f"random kill point of seed {SEED}: replay with FLEET_CRASH_SEED={SEED}"
 
 # What must end identical, whatever the interruption: everything but run ids and times.
 COMPARE = {
@@ -79,6 +88,9 @@ PAID_PER_VIN = {"specs": "/specs", "market_value": "/v2/marketvalue", "history":
 SUBMIT = "/v1/recalls-batch/submit"
 # Every endpoint that bills per call: the per-VIN datasets and the campaign details.
 PAID = (*PAID_PER_VIN.values(), "/v1/recalls", "/v1/recalls-ymm")
+# 30% of calls answer 503 with the spec's full Retry-After (60 s, not shortened): the retry_waiting case.
+SLOW = ["--latency-ms", "40", "--batch-rate", "12", "--journal"]
+FAULTS = FaultConfig(rate=0.3, statuses=[503], retry_after_seconds=60, latency_ms=40.0, seed=13)
 QUIET_SECONDS = 4.0  # no paid call answered for this long (40 ms each): a frozen run has none in flight
 # (4 s, not 2: with the box's load above 10, an answer received could wait over 2 s to be journalled)
 # A clean run's landings: the roster, each chunk, the batch (pending, submitted, results), the
@@ -98,7 +110,7 @@ def _calls(sandbox: Sandbox, key: str) -> list[dict]:
 @pytest.fixture(scope="module")
 def slow_sandbox():
     """In its own process, so it outlives the killed refresh; slow enough to kill mid-way."""
-    sandbox = Sandbox.start_subprocess(["--latency-ms", "40", "--batch-rate", "12", "--journal"])
+    sandbox = Sandbox.start_subprocess(SLOW)
     yield sandbox
     sandbox.stop()
 
@@ -129,7 +141,7 @@ class Refresh:
         from prefect.settings import PREFECT_API_URL
 
         workdir.mkdir(parents=True, exist_ok=True)
-        self.key = key
+        self.key, self.sandbox = key, sandbox
         self.db = str(workdir / "fleet.duckdb")
         self.marker = workdir / "failpoint-reached"
         self.log = workdir / "refresh.log"
@@ -175,7 +187,15 @@ def _kill_point(case: str):
         return None, lambda child, calls: calls[SUBMIT] >= 1
     if case == "mid_enrichment":
         return None, lambda child, calls: calls["/v2/marketvalue"] >= 6
-    if case.startswith("random"):
+    if case == "retry_waiting":
+        # Every VIN called once per dataset (a 503 among them) and nothing answered for twice the usual
+        # quiet: all that is left is retries waiting out their 60 s, and every answer is journalled.
+        def waiting(child, calls):
+            called = all(calls[endpoint] >= FLEET_SIZE for endpoint in PAID_PER_VIN.values())
+            return called and calls[503] >= 1 and child.saw(calls) > 2 * QUIET_SECONDS
+
+        return None, waiting
+    if case == "random":
         # Half the time between two calls, half the time inside the n-th landing transaction; both
         # within what a clean run does, so the point is always reached.
         rng = random.Random(SEED)
@@ -198,26 +218,36 @@ def runs(prefect_server, slow_sandbox, fleet, tmp_path_factory, request):
     selected = sorted({item.callspec.params["case"] for item in request.session.items
                        if item.path == request.path and hasattr(item, "callspec")})
     base = tmp_path_factory.mktemp("resume")
+    faulty = None
+    if "retry_waiting" in selected:  # its faults must not reach the other cases: a sandbox of its own
+        faulty = Sandbox.start_subprocess(SLOW)
+        request.addfinalizer(faulty.stop)
+        faulty.set_faults(FAULTS)
     reference = Refresh(fleet, base / "reference", slow_sandbox, "resume_reference")
     killed, ready = {}, {}
     for case in selected:
         key = f"resume_{case}"
         failpoint, ready[case] = _kill_point(case)
-        killed[case] = Refresh(fleet, base / case, slow_sandbox, key, failpoint)
-    deadline = time.monotonic() + 180
+        killed[case] = Refresh(fleet, base / case, faulty if case == "retry_waiting" else slow_sandbox, key, failpoint)
+        killed[case].freezes |= case == "retry_waiting"  # no call in flight while retries wait: killed once quiet
+    deadline = time.monotonic() + RUNS_BOUND
     try:
         while any(child.running() for child in killed.values()) or reference.running():
             if time.monotonic() > deadline:
                 still = [c for c, child in {"reference": reference, **killed}.items() if child.running()]
-                raise AssertionError(f"refreshes still running after 180 s: {', '.join(still)}")
-            served = slow_sandbox.stats()["requests"]  # counts by endpoint and key: small, unlike the journal
+                seed = f" ({REPLAY})" if "random" in still else ""
+                raise AssertionError(f"refreshes still running after {RUNS_BOUND} s: {', '.join(still)}{seed}")
+            # Counts by endpoint, key and status: small, unlike the journal.
+            sandboxes = {id(child.sandbox): child.sandbox for child in killed.values()}
+            served = {at: sandbox.stats()["requests"] for at, sandbox in sandboxes.items()}
             for case, child in killed.items():
                 if not child.running():
                     continue
-                calls = Counter()
-                for row in served:
+                calls: Counter = Counter()  # answers by endpoint, and by status
+                for row in served[id(child.sandbox)]:
                     if row["key"] == child.key:
                         calls[row["endpoint"]] += row["count"]
+                        calls[row["status"]] += row["count"]
                 quiet = child.saw(calls)
                 if ready[case](child, calls) and (not child.freezes or quiet > QUIET_SECONDS):
                     child.kill()
@@ -238,7 +268,9 @@ def _check_consistent(read, db: str) -> set[tuple[str, str]]:
     assert vehicles in (0, FLEET_SIZE)  # the roster lands in one transaction
     for dataset, endpoint in PAID_PER_VIN.items():
         answered = read(db, "SELECT vin FROM fetch_status WHERE dataset = $d", {"d": dataset})
-        paid = read(db, "SELECT vin FROM api_calls WHERE endpoint = $e", {"e": endpoint})
+        # (a 503 is recorded as it comes; its VIN has no answer until the retry's)
+        paid = read(db, "SELECT vin FROM api_calls WHERE endpoint = $e AND status NOT IN (429, 500, 502, 503, 504)",
+                    {"e": endpoint})
         assert sorted(answered) == sorted(paid), f"{dataset}: answers and the calls that paid for them differ"
     table_of = {"specs": "specs", "market_value": "market_values"}
     for dataset, table in table_of.items():
@@ -249,7 +281,7 @@ def _check_consistent(read, db: str) -> set[tuple[str, str]]:
 
 
 CASES = ["during_ingest", "submit_accepted_ledger_pending", "after_batch_submit", "mid_enrichment", "mid_landing",
-         "after_landing", f"random_seed{SEED}"]
+         "after_landing", "retry_waiting", "random"]
 
 
 def _journalled(db: str) -> set[tuple[str, str]]:
@@ -279,8 +311,18 @@ def _lost(sandbox: Sandbox, key: str, read, db: str) -> Counter:
 
 @pytest.mark.parametrize("case", CASES)
 def test_killed_refresh_resumes_without_paying_twice(case, runs, slow_sandbox, fleet, read, monkeypatch):
+    try:
+        _resumes_without_paying_twice(case, runs, slow_sandbox, fleet, read, monkeypatch)
+    except AssertionError as failure:
+        if case != "random":
+            raise
+        raise AssertionError(f"{REPLAY}\n{failure}") from failure
+
+
+def _resumes_without_paying_twice(case, runs, slow_sandbox, fleet, read, monkeypatch):
     reference, killed = runs
-    child, sandbox = killed[case], slow_sandbox
+    child = killed[case]
+    sandbox = child.sandbox
     assert child.problem is None, child.problem
     assert child.process.returncode == -signal.SIGKILL, child.tail()
     db, key = child.db, child.key
@@ -291,6 +333,14 @@ def test_killed_refresh_resumes_without_paying_twice(case, runs, slow_sandbox, f
     ledger = read(db, "SELECT batch_id FROM recall_batches") if Path(db).exists() else []
     before = len(_calls(sandbox, key))
     submitted_before = sandbox.count(SUBMIT, key=key)
+    if case == "retry_waiting":
+        # Killed while retries waited: calls answered 503 and not answered since. The service is well again.
+        killed_calls = _calls(sandbox, key)
+        answered = {(c["endpoint"], c["vin"]) for c in killed_calls if c["status"] == 200}
+        waiting = {(c["endpoint"], c["vin"]) for c in killed_calls if c["status"] == 503} - answered
+        assert waiting and answered, f"not killed while retries waited: {len(answered)} answered, 503s {waiting}"
+        print(f"{case}: {len(waiting)} calls waited out Retry-After: 60 at the kill, {len(answered)} answered")
+        sandbox.set_faults(FaultConfig(latency_ms=FAULTS.latency_ms))
 
     monkeypatch.setenv("VDS_BASE_URL", sandbox.url)
     monkeypatch.setenv("VDS_API_KEY", key)
@@ -319,9 +369,15 @@ def test_killed_refresh_resumes_without_paying_twice(case, runs, slow_sandbox, f
         # arrived every 20 ms, shorter than the sandbox's 40 ms: at most one more answer per slot.
         most = 2 * RUN_OPTIONS["concurrency"]
         assert all(n <= most for n in in_flight.values()), f"more lost than in flight: {lost}"
-    assert read(reference.db, "SELECT sum(units) FROM api_calls") == [(sandbox.units(reference.key),)]
+    reference_units = slow_sandbox.units(reference.key)
+    assert read(reference.db, "SELECT sum(units) FROM api_calls") == [(reference_units,)]
     billed = sandbox.units(key)
-    assert billed == sandbox.units(reference.key) + sum(lost.values()), (billed, sandbox.units(reference.key), lost)
+    assert billed == reference_units + sum(lost.values()), (billed, reference_units, lost)
+    if case == "retry_waiting":  # across both runs, each call the reference had answered was answered (billed) once
+        def answers(of: Sandbox, key: str) -> Counter:
+            return Counter((c["endpoint"], c["vin"]) for c in _calls(of, key)
+                           if c["status"] == 200 and c["endpoint"] in PAID_PER_VIN.values())
+        assert answers(sandbox, key) == Counter(set(answers(slow_sandbox, reference.key)))
     assert read(db, "SELECT sum(units) FROM api_calls") == [(billed - sum(lost.values()),)]
 
     # The recall batch is billed once. The resume submits only when the ledger has no batch yet or
