@@ -1,6 +1,7 @@
--- The VINs that failed -> `failures` rows, with the attempts the journal holds for each; an answer that is
--- not a JSON object fails its VIN (status 200, not retried).
-WITH tries AS (SELECT vin, count(call_id) AS n FROM answers GROUP BY vin)
+-- The VINs that failed -> `failures` rows, with the attempts each had; an answer that is not a JSON object
+-- fails its VIN (status 200, not retried). A retry handed to the next chunk settles in that chunk's
+-- journal, so the attempt number the call carries counts, not only the rows this journal holds.
+WITH tries AS (SELECT vin, greatest(count(call_id), coalesce(max(attempt), 0)) AS n FROM answers GROUP BY vin)
 SELECT a.vin, $dataset AS dataset, a.status, a.message, a.retryable,
     CAST(greatest(coalesce(t.n, 0), 1) AS INTEGER) AS attempts, a.answered_at AS fetched_at
 FROM answers AS a LEFT JOIN tries AS t ON t.vin = a.vin

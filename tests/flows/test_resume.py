@@ -409,13 +409,13 @@ def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_san
     monkeypatch.setenv("VDS_BASE_URL", slow_sandbox.url)
     monkeypatch.setenv("VDS_API_KEY", key)
     db = str(tmp_path / "fleet.duckdb")
-    real_land, real_failpoint = tasks.refresh.land_enrichment, tasks.storage.failpoint
+    real_land, real_failpoint = tasks.refresh.land_answers, tasks.storage.failpoint
     landing_market_values, refused, guard = threading.local(), [], threading.Lock()
 
-    def land(store, run_id, result):
-        landing_market_values.on = result.dataset == "market_value"
+    def land(store, run_id, dataset, answers):
+        landing_market_values.on = dataset == "market_value"
         try:
-            return real_land(store, run_id, result)
+            return real_land(store, run_id, dataset, answers)
         finally:
             landing_market_values.on = False
 
@@ -427,11 +427,11 @@ def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_san
             raise tasks.storage.DatabaseError("could not set lock on file (injected)")
         real_failpoint(name)
 
-    monkeypatch.setattr(tasks.refresh, "land_enrichment", land)
+    monkeypatch.setattr(tasks.refresh, "land_answers", land)
     monkeypatch.setattr(tasks.storage, "failpoint", failpoint)
     with pytest.raises(Exception, match="injected"):
         refresh_fleet([fleet], db=db, **RUN_OPTIONS)
-    monkeypatch.setattr(tasks.refresh, "land_enrichment", real_land)
+    monkeypatch.setattr(tasks.refresh, "land_answers", real_land)
     monkeypatch.setattr(tasks.storage, "failpoint", real_failpoint)
 
     landed = {vin for (vin,) in read(db, "SELECT vin FROM fetch_status WHERE dataset = 'market_value'")}

@@ -10,6 +10,7 @@ import json
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from connectors import RetryPolicy, Settings
@@ -84,3 +85,23 @@ def test_a_journal_without_a_call_or_a_failure_lands_nothing():
     pending = pa.Table.from_pylist([{"vin": "1HGCM82633A004352", "outcome": "pending"}], schema=SCHEMA)
     failed = pa.Table.from_pylist([{"vin": "1HGCM82633A004352", "outcome": "failed"}], schema=SCHEMA)
     assert not worth_landing(pending) and not worth_landing(SCHEMA.empty_table()) and worth_landing(failed)
+
+
+async def test_a_failure_counts_the_attempts_made_in_an_earlier_chunk(sandbox, tmp_path):
+    """A retry handed to the next chunk (tasks/lanes.py) settles in that chunk's journal: its failure still
+    counts every attempt the VIN had, not only the rows of the journal it settled in."""
+    key = "land_answers_handed_over"
+    settings = Settings(api_key=key, base_url=sandbox.url, retry=QUICK_RETRIES)
+    failing = "1HGCM82633A000500"  # 500, retried once, then failed
+    with AnswerJournal.create(tmp_path, RUN, "specs", secrets=(key,)) as journal:
+        await fetch_chunk("specs", [r for r in ROWS if r["vin"] == failing], settings=settings, concurrency=1,
+                          journal=journal)
+    table = read_journal(journal.path).table
+    settled = table.filter(pc.is_valid(table.column("outcome")))  # the first attempt was in another journal
+    assert settled.num_rows == 1 and settled.column("attempt").to_pylist() == [2]
+    db = open_database(tmp_path / "handed.duckdb")
+    try:
+        land_answers(db, RUN, "specs", settled)
+        assert db.sql("SELECT vin, attempts FROM failures").rows() == [(failing, 2)]
+    finally:
+        db.close()
