@@ -75,7 +75,7 @@ async def fetch_recall_details(
         raise ValueError("recall details are looked up as batches land only by VIN")
     budget = budget or Budget(None)
     stops = stops or Stops()
-    due = db.query("recall_details_due", run_id=run_id).to_dicts()
+    due = db.query("recall_details_due", run_id=run_id, batch_id=None).to_dicts()
     outcome = DetailsOutcome(due=len(due))
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     per_vin: list[dict[str, Any]] = []
@@ -116,7 +116,7 @@ async def fetch_recall_details(
 
     await look_up(per_vin)
     while landed is not None and (batch_id := await landed.get()) is not None:
-        fresh = [r for r in db.query("recall_details_due_in_batch", run_id=run_id, batch_id=batch_id).to_dicts()
+        fresh = [r for r in db.query("recall_details_due", run_id=run_id, batch_id=batch_id).to_dicts()
                  if r["vin"] not in taken]
         taken.update(r["vin"] for r in fresh)
         outcome.due += len(fresh)

@@ -189,7 +189,7 @@ def check_recalls(db_path: str, run_id: str, due_path: str | None, batch_size: i
         if details_concurrency is None:
             outcome = asyncio.run(run_recall_batches(db, run_id, vins, **options))
         else:
-            reporter.start("recall_details", "Recall campaign details", db.query("recall_details_due", run_id=run_id).height)
+            reporter.start("recall_details", "Recall campaign details", db.query("recall_details_due", run_id=run_id, batch_id=None).height)
             outcome, details = asyncio.run(check_recalls_and_details(
                 db, run_id, vins, concurrency=details_concurrency, journals=answers_dir(staging_dir(db_path, run_id)),
                 on_details=lambda n: reporter.advance("recall_details", n), **options))
@@ -205,7 +205,7 @@ def check_recalls(db_path: str, run_id: str, due_path: str | None, batch_size: i
 def recall_details(db_path: str, run_id: str, budget_left: int | None, concurrency: int, match: str = "vin") -> dict[str, Any]:
     reporter = progress.current()
     with open_database(db_path) as db:
-        due = db.query("recall_details_due", run_id=run_id).height
+        due = db.query("recall_details_due", run_id=run_id, batch_id=None).height
         reporter.start("recall_details", "Recall campaign details", due)
         outcome = asyncio.run(fetch_recall_details(
             db, run_id, settings=Settings.from_env(), budget=Budget(budget_left), concurrency=concurrency,

@@ -1,10 +1,15 @@
 -- Roster VINs whose latest recall check found recalls but no complete campaign listing has followed it,
 -- with their year/make/model from specs (for grouping by model when that is cheaper than per VIN).
-WITH latest_count AS (
+-- `$batch_id`: only the VINs that recall batch checked (details start as each batch lands); NULL: all.
+WITH checked AS (
+    SELECT DISTINCT vin FROM recall_checks WHERE batch_id = $batch_id
+), latest_count AS (
     SELECT vin, arg_max(recall_count, fetched_at) AS recall_count, max(fetched_at) AS checked_at
-    FROM recall_checks WHERE NOT campaigns_listed GROUP BY vin
+    FROM recall_checks WHERE NOT campaigns_listed AND ($batch_id IS NULL OR vin IN (SELECT vin FROM checked))
+    GROUP BY vin
 ), latest_listing AS (
-    SELECT vin, max(fetched_at) AS listed_at FROM recall_checks WHERE campaigns_listed GROUP BY vin
+    SELECT vin, max(fetched_at) AS listed_at FROM recall_checks
+    WHERE campaigns_listed AND ($batch_id IS NULL OR vin IN (SELECT vin FROM checked)) GROUP BY vin
 )
 SELECT c.vin, c.recall_count, s.year, s.make, s.model
 FROM latest_count AS c
