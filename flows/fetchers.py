@@ -79,8 +79,7 @@ class Fetchers:
                budget: int | None) -> PrefectFuture:
         assert due_path is not None  # only a dataset with something due has chunks
         parameters = dict(run_id=self.run_id, dataset=dataset, rows=read_slice(due_path, offset, length), offset=offset,
-                          length=length, concurrency=concurrency, budget_left=budget, staging=self.where(),
-                          lander_pid=os.getpid())
+                          length=length, concurrency=concurrency, budget_left=budget, staging=self.where())
         if self._runner is None:
             return fetch_staged_chunk.submit(**parameters)  # type: ignore[call-overload]
         return self._runner.submit(fetch_staged_chunk, parameters)

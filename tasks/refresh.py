@@ -223,11 +223,6 @@ def chunk_counts(result: ChunkResult) -> dict[str, Any]:
             "stop_reason": result.stop_reason}
 
 
-# The chunk's answers as fetched, by staged location, when the fetch ran in the lander's own process
-# (Prefect's default thread runner): landing them needs no second parse of the staged file.
-_fetched_here: dict[str, ChunkResult] = {}
-
-
 def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int, budget_left: int | None,
                    staging: str) -> tuple[str, ChunkResult]:
     """Fetch one chunk into its staged journal; returns where the lander finds it. Opens no database.
@@ -249,13 +244,13 @@ def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int
     return publish(journal.path, staging, run_id), result
 
 
-def land_staged(db_path: str, run_id: str, staged: str, result: ChunkResult | None = None) -> None:
+def land_staged(db_path: str, run_id: str, staged: str) -> None:
     """Land one staged chunk in one transaction, then delete its file (the flow's one writer does this).
 
-    A kill or a failed landing leaves a local file to the next run (`plan_refresh`).
+    The journal's Arrow rows land set-based (land_answers), wherever the chunk was fetched. A kill or a
+    failed landing leaves a local file to the next run (`plan_refresh`).
     """
     failpoint("staged")  # crash tests: the chunk is staged (on S3 with --staging), not landed yet
-    # The journal, even when `result` holds the same answers: its Arrow rows land set-based (land_answers).
     with opened(staged) as path:
         journal = read_journal(path)
     landing = worth_landing(journal.table)
@@ -270,16 +265,14 @@ def land_staged(db_path: str, run_id: str, staged: str, result: ChunkResult | No
 
 @task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
 def fetch_staged_chunk(run_id: str, dataset: str, rows: list[dict], offset: int, length: int, concurrency: int,
-                       budget_left: int | None, staging: str, lander_pid: int = 0) -> dict[str, Any]:
+                       budget_left: int | None, staging: str) -> dict[str, Any]:
     """Fetch one dataset for one slice of the due list into a staged file; opens no database.
 
     Runs in the flow's threads, in worker processes (`--workers`) or on a Dask cluster (`--dask`):
     the key comes from the environment, the answers go to `staging`. Returns the staged file's
-    location, the chunk's counts and the process that fetched it (`lander_pid`: the flow's process).
+    location, the chunk's counts and the process that fetched it.
     """
     staged, result = fetch_to_stage(run_id, dataset, rows, concurrency, budget_left, staging)
-    if os.getpid() == lander_pid:  # the lander is in this process: it takes the answers from memory
-        _fetched_here[staged] = result
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
     return {**counts, "staged": staged, "pid": os.getpid()}
@@ -287,8 +280,8 @@ def fetch_staged_chunk(run_id: str, dataset: str, rows: list[dict], offset: int,
 
 @task(name="land-chunk", task_run_name="land {dataset}", **TASK)
 def land_staged_chunk(db_path: str, run_id: str, dataset: str, staged: str) -> None:
-    """Land a chunk a fetch task staged (from memory when it was fetched in this process)."""
-    land_staged(db_path, run_id, staged, _fetched_here.pop(staged, None))
+    """Land a chunk a fetch task staged."""
+    land_staged(db_path, run_id, staged)
 
 
 @task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
@@ -302,7 +295,7 @@ def fetch_dataset_chunk(db_path: str, run_id: str, dataset: str, due_path: str |
     assert due_path is not None  # the plan's path, None only for a dataset with nothing due (so no chunk)
     staged, result = fetch_to_stage(run_id, dataset, read_slice(due_path, offset, length), concurrency, budget_left,
                                     str(answers_dir(staging_dir(db_path, run_id))))
-    land_staged(db_path, run_id, staged, result)
+    land_staged(db_path, run_id, staged)
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
     return counts

@@ -10,6 +10,7 @@ generous limits on a busy machine, not timings: a run that ignores the signal wa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -86,6 +87,12 @@ def _wait_for_answers(process: subprocess.Popen, db: Path, seen: set[psutil.Proc
         time.sleep(0.1)
 
 
+def _kill_group(run: subprocess.Popen) -> None:
+    """The group outlives its leader: clean up any orphan the run left."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(run.pid, signal.SIGKILL)
+
+
 def _gone(process: psutil.Process) -> bool:
     try:
         return process.status() == psutil.STATUS_ZOMBIE
@@ -108,10 +115,7 @@ def test_a_stop_signal_ends_the_run_cancelled_with_nothing_lost(how, sig, faulty
         except subprocess.TimeoutExpired:
             pytest.fail(f"still running 30 s after {sig.name}: {(tmp_path / 'run.log').read_text()[-3000:]}")
     finally:
-        try:
-            os.killpg(run.pid, signal.SIGKILL)  # the group outlives its leader: clean up any orphan
-        except ProcessLookupError:
-            pass
+        _kill_group(run)
     log = (tmp_path / "run.log").read_text()
     if how == "flow":
         assert run.returncode == 0, log[-3000:]
@@ -160,10 +164,7 @@ def test_a_second_signal_stops_at_once(faulty_sandbox, fleet, tmp_path):
         except subprocess.TimeoutExpired:
             pytest.fail("still running 30 s after a second SIGTERM")
     finally:
-        try:
-            os.killpg(run.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill_group(run)
     assert run.returncode == -signal.SIGTERM  # ended by the signal itself, as `kill` means it
     deadline = time.monotonic() + 20
     while not all(map(_gone, started)):
@@ -189,10 +190,7 @@ def test_a_signal_while_prefect_starts_ends_the_command_having_called_nothing(fa
         except subprocess.TimeoutExpired:
             pytest.fail("still running 30 s after SIGTERM")
     finally:
-        try:
-            os.killpg(run.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill_group(run)
     assert run.returncode == CANCELLED, log.read_text()[-3000:]
     assert "nothing was called" in log.read_text() and "Traceback" not in log.read_text()
     assert not [c for c in faulty_sandbox.journal() if c["key"] == "stop_early"]

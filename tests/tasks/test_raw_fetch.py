@@ -18,8 +18,8 @@ from tasks.journal import AnswerJournal, read_journal
 VINS = ["1HGCM82633A004352", "1HGCM82633A004353", "1HGCM82633A004363", "1HGCM82633A000404"]
 
 
-@pytest.mark.parametrize("dataset", [d for d in DATASETS if d != "ownership"])
-async def test_a_chunk_keeps_the_answers_bytes_and_builds_no_model(sandbox, settings, tmp_path, monkeypatch, dataset):
+def models_built(monkeypatch) -> list[str]:  # noqa: ANN001
+    """The names of the result models validated from now on (none, on the raw-first paths)."""
     built: list[str] = []
     validate = Result.model_validate.__func__  # type: ignore[attr-defined]
 
@@ -28,6 +28,12 @@ async def test_a_chunk_keeps_the_answers_bytes_and_builds_no_model(sandbox, sett
         return validate(cls, *args, **kwargs)
 
     monkeypatch.setattr(Result, "model_validate", classmethod(counting))
+    return built
+
+
+@pytest.mark.parametrize("dataset", [d for d in DATASETS if d != "ownership"])
+async def test_a_chunk_keeps_the_answers_bytes_and_builds_no_model(sandbox, settings, tmp_path, monkeypatch, dataset):
+    built = models_built(monkeypatch)
     rows = [{"vin": v, "state": "CA", "mileage": 1000} for v in VINS]
     with AnswerJournal.create(tmp_path, "run-raw", dataset) as journal:
         result = await fetch_chunk(dataset, rows, settings=settings(), concurrency=2, journal=journal)
@@ -45,14 +51,7 @@ def test_reparse_shreds_stored_answers_without_a_model(monkeypatch):
     from connectors.sandbox import vehicles as sandbox_vehicles
     from tasks.backfill import parse_raw_rows
 
-    built: list[str] = []
-    validate = Result.model_validate.__func__  # type: ignore[attr-defined]
-
-    def counting(cls, *args, **kwargs):  # noqa: ANN001, ANN202
-        built.append(cls.__name__)
-        return validate(cls, *args, **kwargs)
-
-    monkeypatch.setattr(Result, "model_validate", classmethod(counting))
+    built = models_built(monkeypatch)
     at = datetime(2026, 5, 1, tzinfo=timezone.utc)
     rows = [{"run_id": "r", "fetched_at": at, "vin": vin, "endpoint": "specs", "batch_id": None, "request_params": "{}",
              "body": orjson.dumps(sandbox_vehicles.specs(vin)).decode()} for vin in VINS[:3]]
