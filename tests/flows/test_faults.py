@@ -199,7 +199,10 @@ def test_every_vin_lands_or_fails_with_a_reason(service, fleet_file, db_path, tm
             # answering with the full Retry-After fails only if an injected 500 spent its budget first).
             for vin in (v for v in fleet if v[-6:] in ALWAYS_FAILING):
                 assert vin in failed[dataset] or first["datasets"][dataset]["pending"], (dataset, vin)
-            assert first["datasets"][dataset]["stop_reason"] == "retry window closed", first["datasets"][dataset]
+            # Pending says why; a dataset whose waiting retries all ran out their budget inside the window
+            # (a loaded machine makes the first calls late) has none pending, and then no reason.
+            counts = first["datasets"][dataset]
+            assert counts["stop_reason"] == ("retry window closed" if counts["pending"] else None), counts
         # No duplicates where the key is not enforced by the table: one valuation per VIN and request,
         # one batch check per VIN, one raw answer per VIN and dataset.
         assert read(db_path, "SELECT count(*) = count(DISTINCT (vin, valued_on, state, mileage, condition)) "
