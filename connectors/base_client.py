@@ -32,7 +32,7 @@ class Answer:
     body: Any  # decoded, redacted JSON (dict) or text for CSV/XML
     headers: Mapping[str, str]
     # With `request(..., raw=True)`: the JSON answer as the bytes the service sent, the key redacted
-    # (what a fetch stages, tasks/enrich.py). None otherwise.
+    # (what a fetch stages, tasks/fetch/enrich.py). None otherwise.
     raw: bytes | None = None
 
 

@@ -9,7 +9,7 @@
   `auto_recharge_pending` above all, can never start a second batch or payment.
 
 Where the wait happens. Alone, a call waits out its backoff or `Retry-After` in place. Run by a
-scheduler (tasks/scheduler.py) inside `scheduled(attempts)`, it does not: a retryable failure
+scheduler (tasks/fetch/scheduler.py) inside `scheduled(attempts)`, it does not: a retryable failure
 raises `RetryLater` with the wait, and the scheduler queues the call until then while its slot
 serves other calls. `CallAttempts` carries what makes the next attempt the same call: its
 Idempotency-Key, the attempts made, the retries spent per budget (so the maximum holds).
@@ -41,7 +41,7 @@ from .errors import (
 @dataclass(frozen=True)
 class RetryPolicy:
     # Transient failures (5xx upstream, network): attempts = 1 + max_retries. Three, so that a call answered
-    # 503 `Retry-After: 60` every time spends them within the run's 3-minute retry window (tasks/retry_window.py)
+    # 503 `Retry-After: 60` every time spends them within the run's 3-minute retry window (tasks/control/retry_window.py)
     # and ends failed with the service's reason, not pending run after run.
     max_retries: int = 3
     max_500_retries: int = 1  # the spec: "500: once with backoff"

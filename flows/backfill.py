@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, TypedDict
 
-from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
+from tasks.plan.due import ALL_DATASETS, DEFAULT_DATASETS
 from tasks.datasets import LiveNames, names
 
 from .exitcodes import CANCELLED
@@ -49,8 +49,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from prefect import flow
 
-    from tasks.session import holds_run_lock
-    from tasks.signals import cancellable
+    from tasks.run.session import holds_run_lock
+    from tasks.control.signals import cancellable
 
     from .naming import as_flow_run, records_failure, run_name
 
@@ -77,13 +77,13 @@ def _backfill_fleet(
 ) -> dict[str, Any]:
     """Fetch `datasets` again for `vins` (or those of `vins_file`: a long list stays out of Prefect's parameters),
     or for the open failures of run `failures_of` (or of every run)."""
-    from tasks.backfill import FETCHED_AS, plan_backfill, record_recall_checks
-    from tasks.plan import Plan
-    from tasks.refresh import fetch_dataset_chunk, finish_refresh
+    from tasks.steps.backfill_tasks import FETCHED_AS, plan_backfill, record_recall_checks
+    from tasks.plan.due import Plan
+    from tasks.steps.refresh_tasks import fetch_dataset_chunk, finish_refresh
 
-    from tasks.signals import cancelled
-    from tasks.stops import CANCELLED
-    from tasks.summary import budget_left, final_status, record_chunk, start_summary
+    from tasks.control.signals import cancelled
+    from tasks.control.stops import CANCELLED
+    from tasks.outputs.summary import budget_left, final_status, record_chunk, start_summary
 
     from .refresh import ORDER, new_run_id
 
@@ -124,10 +124,10 @@ def _reparse_raw_responses(
     run_id: str | None = None,
 ) -> dict[str, Any]:
     """Rebuild the tables of `datasets` from stored raw answers (after a model or schema change); no HTTP call."""
-    from tasks.backfill import reparse_chunk, start_reparse
-    from tasks.refresh import finish_refresh
-    from tasks.signals import cancelled
-    from tasks.summary import add_counts
+    from tasks.steps.backfill_tasks import reparse_chunk, start_reparse
+    from tasks.steps.refresh_tasks import finish_refresh
+    from tasks.control.signals import cancelled
+    from tasks.outputs.summary import add_counts
 
     from .refresh import new_run_id
 
@@ -188,8 +188,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_backfill(args: argparse.Namespace) -> int:
-    from tasks import store
-    from tasks.session import new_run_id
+    from tasks.store import published as store
+    from tasks.run.session import new_run_id
 
     from .checks import check_backfill, datasets as check_datasets
 
@@ -213,16 +213,16 @@ def run_backfill(args: argparse.Namespace) -> int:
 
 
 def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None, run_id: str) -> int:
-    from tasks import progress
-    from tasks.signals import RunCancelled, cancel_on_signals
-    from tasks.storage import DatabaseError, open_database
-    from tasks.summary import report
+    from tasks.control import progress
+    from tasks.control.signals import RunCancelled, cancel_on_signals
+    from tasks.store.database import DatabaseError, open_database
+    from tasks.outputs.summary import report
 
     vins = None
     try:
         with open_database(args.db) as db:
             if args.vins or args.vins_file:
-                from tasks.backfill import check_vins, read_vins_file  # imports Prefect: a flow will run
+                from tasks.steps.backfill_tasks import check_vins, read_vins_file  # imports Prefect: a flow will run
 
                 given = [v for item in args.vins for v in item.split(",") if v.strip()]
                 if args.vins_file:
@@ -287,10 +287,10 @@ def _nothing_to_do(db: Any, args: argparse.Namespace, datasets: list[str] | None
     The same queries the flows plan with (`failed_vins`, `raw_response_counts`). Answers a killed run
     left in its journals could hold failures: while any wait to land, the flow runs (and lands them).
     """
-    from tasks.journal import leftover_journals
+    from tasks.staging.journal import leftover_journals
 
     if next(leftover_journals(Path(args.db).resolve().parent / "staging"), None) is not None:
-        return None  # the staging folder of tasks/refresh.py `staging_dir`
+        return None  # the staging folder of tasks/steps/refresh_tasks.py `staging_dir`
     if args.reparse:
         held = dict(db.query("raw_response_counts").iter_rows())
         if any(held.get(d) for d in datasets or REPARSE_DATASETS):

@@ -43,7 +43,7 @@ def usage_errors() -> tuple[type[Exception], ...]:
 
 
 def check_refresh(args: argparse.Namespace) -> None:
-    from tasks.recall_batches import MAX_BATCH_VINS
+    from tasks.fetch.recall_batches import MAX_BATCH_VINS
 
     datasets(args.datasets)
     if not 1 <= args.batch_size <= MAX_BATCH_VINS:
@@ -95,7 +95,7 @@ def check_serve(args: argparse.Namespace) -> None:
 
 
 def datasets(text: str, allowed: Sequence[str] | None = None) -> list[str]:
-    from tasks.plan import ALL_DATASETS
+    from tasks.plan.due import ALL_DATASETS
 
     allowed = allowed or ALL_DATASETS
     chosen = [d.strip() for d in (text or "").split(",") if d.strip()]
@@ -159,8 +159,8 @@ def new_database_vins(db: str, given: list[str]) -> None:
 
     With a database, VINs on its roster are accepted whatever they look like: that check runs under the lock.
     """
-    from tasks.store import exists
-    from tasks.vins import reject_reason
+    from tasks.store.published import exists
+    from tasks.ingest.vins import reject_reason
 
     if exists(db):
         return

@@ -9,16 +9,16 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
-from tasks.recall_batches import MAX_BATCH_VINS
+from tasks.plan.due import ALL_DATASETS, DEFAULT_DATASETS
+from tasks.fetch.recall_batches import MAX_BATCH_VINS
 
 from .checks import CommandError, check_refresh
 from .defaults import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE
 from .exitcodes import CANCELLED
 
 if TYPE_CHECKING:
-    from tasks import progress
-    from tasks.ingest import IngestResult
+    from tasks.control import progress
+    from tasks.ingest.fleet_files import IngestResult
 
 from .locking import add_wait_flag, hold_or_refuse
 from .outcome import exit_code
@@ -82,7 +82,7 @@ def check_scale_flags(args: argparse.Namespace) -> None:
 
 
 def run_refresh(args: argparse.Namespace) -> int:
-    from tasks.ingest import FleetFileError, read_fleet
+    from tasks.ingest.fleet_files import FleetFileError, read_fleet
 
     check_refresh(args)  # arguments, paths, settings: refused here, before anything is written or started
     check_scale_flags(args)
@@ -95,7 +95,7 @@ def run_refresh(args: argparse.Namespace) -> int:
         fleet = read_fleet(args.paths, vin_column=args.vin_column)
     except FleetFileError as exc:
         raise CommandError(str(exc)) from None
-    from tasks.session import new_run_id
+    from tasks.run.session import new_run_id
 
     if args.dry_run:  # needs no lock, no service and no Prefect: the plan, from the published database read-only
         return _dry_run(args, fleet, datasets, freshness, new_run_id())
@@ -110,9 +110,9 @@ def run_refresh(args: argparse.Namespace) -> int:
 
 def _dry_run(args: argparse.Namespace, fleet: IngestResult, datasets: list[str], freshness: dict[str, str],
              run_id: str) -> int:
-    from tasks.preview import preview_refresh
-    from tasks.storage import DatabaseError
-    from tasks.summary import report
+    from tasks.outputs.preview import preview_refresh
+    from tasks.store.database import DatabaseError
+    from tasks.outputs.summary import report
 
     try:
         preview = preview_refresh(fleet, args.db, run_id, datasets, force=args.force, freshness=freshness or None,
@@ -127,12 +127,12 @@ def _dry_run(args: argparse.Namespace, fleet: IngestResult, datasets: list[str],
 
 def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshness: dict[str, str],
                           run_id: str, fleet: IngestResult) -> int:
-    from tasks import progress
-    from tasks.ingest import FleetFileError
-    from tasks.preview import preview_refresh
-    from tasks.signals import RunCancelled, cancel_on_signals
-    from tasks.storage import DatabaseError
-    from tasks.summary import report
+    from tasks.control import progress
+    from tasks.ingest.fleet_files import FleetFileError
+    from tasks.outputs.preview import preview_refresh
+    from tasks.control.signals import RunCancelled, cancel_on_signals
+    from tasks.store.database import DatabaseError
+    from tasks.outputs.summary import report
 
     bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
     try:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.plan import ALL_DATASETS, DEFAULT_DATASETS
-from tasks.recall_batches import MAX_BATCH_VINS
+from tasks.plan.due import ALL_DATASETS, DEFAULT_DATASETS
+from tasks.fetch.recall_batches import MAX_BATCH_VINS
 
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
 from .exitcodes import USAGE
@@ -92,7 +92,7 @@ def _fresh(value: Any, where: str) -> dict[str, str]:
 
 
 def check_freshness(windows: dict[str, str], where: str) -> None:
-    from tasks.plan import (
+    from tasks.plan.due import (
         parse_freshness,  # the one grammar: what the plan itself accepts
     )
 
@@ -147,7 +147,7 @@ OPTIONS = {
     "batch_size": Option(_positive, MAX_BATCH_VINS, ("refresh",)),
     "recall_details": Option(_choice("vin", "model"), "vin", ("refresh",)),
     "plates": Option(_switch, True, ("refresh",)),
-    # Once a run has made every first call it can, its retries get this long more (tasks/retry_window.py).
+    # Once a run has made every first call it can, its retries get this long more (tasks/control/retry_window.py).
     "retry_window": Option(_duration, 180.0, ("refresh",), parse_flag=True),
 }
 

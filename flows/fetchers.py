@@ -7,14 +7,14 @@
 Only fetch tasks go there; ingest, plan, recall batches, landing and finishing stay in the flow's
 process, which is the one writer of the database. A fetch task takes a slice of the due list and
 returns where it staged the answers (`--staging`, else the run's local staging folder); the flow
-lands each file as it arrives (tasks/refresh.py `land_staged_chunk`).
+lands each file as it arrives (tasks/steps/refresh_tasks.py `land_staged_chunk`).
 
 The key and base URL reach workers through their environment, never as task parameters: the
 process pool copies this process's environment; a Dask cluster's workers need it set where they
 were started.
 
 What is shared across processes and what is not: each worker process keeps its own stops
-(tasks/stops.py) and fetch turns (tasks/lanes.py). A refused key stops that process's calls at once;
+(tasks/control/stops.py) and fetch turns (tasks/fetch/lanes.py). A refused key stops that process's calls at once;
 the flow stops handing out a dataset's chunks as soon as one comes back stopped, and every other
 process learns of the refusal with its own first refused call. `--concurrency` bounds calls in flight
 per fetch task, so per dataset up to `--workers` times that many; a retry waiting out a Retry-After
@@ -32,11 +32,11 @@ from typing import Any
 
 from prefect.futures import PrefectFuture
 
-from tasks import progress
-from tasks.refresh import fetch_staged_chunk, land_staged_chunk, staging_dir
-from tasks.journal import answers_dir
-from tasks.plan import read_slice
-from tasks.staging_store import is_remote, run_prefix
+from tasks.control import progress
+from tasks.steps.refresh_tasks import fetch_staged_chunk, land_staged_chunk, staging_dir
+from tasks.staging.journal import answers_dir
+from tasks.plan.due import read_slice
+from tasks.staging.area import is_remote, run_prefix
 
 
 @dataclass

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
-from tasks.session import new_run_id
+from tasks.run.session import new_run_id
 
 from .apikey import key_for_this_run
 
@@ -47,7 +47,7 @@ def run_name() -> str:
 
 def run_tags(arguments: dict[str, Any]) -> list[str]:
     """`fleet-file:<name>` for each fleet file (as given: a file, folder or glob), `dataset:<name>` for each dataset."""
-    from tasks.plan import DEFAULT_DATASETS
+    from tasks.plan.due import DEFAULT_DATASETS
 
     files = [f"fleet-file:{Path(str(p)).name}" for p in arguments.get("paths") or []]
     datasets = arguments.get("datasets") or (DEFAULT_DATASETS if "paths" in arguments else [])
@@ -130,7 +130,7 @@ def failure_message(exc: BaseException) -> str:
 
 
 def _record_failure(db: str, run_id: str, exc: BaseException) -> None:
-    from tasks.storage import open_database
+    from tasks.store.database import open_database
 
     try:
         with open_database(db) as database:

@@ -21,16 +21,16 @@ from flows.defaults import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE  # absol
 from flows.naming import as_flow_run, records_failure, run_name
 from flows.processes import die_with_parent_process
 
-from tasks.changes import notify_changes
+from tasks.outputs.changes import notify_changes
 from tasks.datasets import LiveNames, names
-from tasks.plan import DEFAULT_DATASETS, Plan
-from tasks.retry_window import DEFAULT_SECONDS as DEFAULT_RETRY_WINDOW
-from tasks.stops import CANCELLED, for_run
-from tasks.session import holds_run_lock
-from tasks.signals import cancellable, cancelled
-from tasks.summary import (add_counts, budget_left, final_status, record_batch, record_chunk, record_plates, replan,
+from tasks.plan.due import DEFAULT_DATASETS, Plan
+from tasks.control.retry_window import DEFAULT_SECONDS as DEFAULT_RETRY_WINDOW
+from tasks.control.stops import CANCELLED, for_run
+from tasks.run.session import holds_run_lock
+from tasks.control.signals import cancellable, cancelled
+from tasks.outputs.summary import (add_counts, budget_left, final_status, record_batch, record_chunk, record_plates, replan,
                            start_summary)
-from tasks.refresh import (
+from tasks.steps.refresh_tasks import (
     check_recalls,
     finish_refresh,
     ingest_fleet,
@@ -49,7 +49,7 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
     """Every dataset's chunks at once, two per dataset in flight, each dataset independent of the others.
 
     Two, so one chunk fetches while the flow lands the one before it (they take turns to call: see
-    tasks/lanes.py, so `concurrency` still bounds the calls in flight per dataset); independent, so a
+    tasks/fetch/lanes.py, so `concurrency` still bounds the calls in flight per dataset); independent, so a
     dataset never waits for a slower one's chunk before starting its next. With `--workers N`, N + 1
     (flows/fetchers.py). Staged files land here, in the flow's process, as they arrive.
     """
@@ -109,9 +109,9 @@ def refresh_fleet(
 ) -> dict[str, Any]:
     """Turn fleet files into fresh tables, calling only for what is stale and never paying twice.
 
-    A dry run plans against the published database read-only and writes nothing (tasks/preview.py).
-    SIGTERM or SIGINT while it runs cancels it (tasks/signals.py): it ends `cancelled`, nothing lost.
-    `retry_window`: seconds retries get once every first call is made (tasks/retry_window.py); None: no bound.
+    A dry run plans against the published database read-only and writes nothing (tasks/outputs/preview.py).
+    SIGTERM or SIGINT while it runs cancels it (tasks/control/signals.py): it ends `cancelled`, nothing lost.
+    `retry_window`: seconds retries get once every first call is made (tasks/control/retry_window.py); None: no bound.
     """
     die_with_parent_process()  # under `fleet serve`, this runs in a child that must not outlive it
     run_id = run_id or new_run_id()

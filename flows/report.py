@@ -1,7 +1,7 @@
 """`fleet report`: the fleet at a glance, as one self-contained HTML file.
 
 Like `fleet status` it reads the published database alone, read-only: no service, no Prefect,
-never the working store, never a write there. The page itself is built by `tasks/report.py`.
+never the working store, never a write there. The page itself is built by `tasks/outputs/report.py`.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_report(args: argparse.Namespace) -> int:
     import duckdb
 
-    from tasks.report import build_report, write_report
-    from tasks.storage import DatabaseError
-    from tasks.store import open_published
+    from tasks.outputs.report import build_report, write_report
+    from tasks.store.database import DatabaseError
+    from tasks.store.published import open_published
 
     if not Path(args.db).is_file():  # only the published file: the working store is the runs' own
         print(f"error: {args.db}: no such database (run `fleet refresh` first, or pass --db)", file=sys.stderr)

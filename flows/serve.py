@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.datasets import LiveNames, scheduled
-from tasks.plan import ALL_DATASETS
+from tasks.plan.due import ALL_DATASETS
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
 
 RECALLS_CRON = "0 6 * * 1"
@@ -77,7 +77,7 @@ def scheduled_freshness(cron: str, timezone: str, datasets: list[str]) -> dict[s
 
     from prefect.server.schemas.schedules import CronSchedule
 
-    from tasks.plan import DEFAULT_FRESHNESS
+    from tasks.plan.due import DEFAULT_FRESHNESS
 
     fire_times = asyncio.run(CronSchedule(cron=cron, timezone=timezone).get_dates(n=13))
     gap = min(b - a for a, b in zip(fire_times, fire_times[1:]))

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tasks.plan import DEFAULT_DATASETS
+from tasks.plan.due import DEFAULT_DATASETS
 from .defaults import DEFAULT_DB
 
 BATCH_COLUMNS = ("batch_id", "status", "submitted_at", "total_vins", "processed_vins", "vins_count", "run_id", "fetched_at")
@@ -37,8 +37,8 @@ def month_start(now: datetime | None = None) -> datetime:
 
 def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> dict[str, Any]:
     """The status as plain values (what `--json` prints)."""
-    from tasks.progressfile import live_run
-    from tasks.store import open_published
+    from tasks.run.progressfile import live_run
+    from tasks.store.published import open_published
 
     since = month_start(now)
     # Looked at before and after reading the snapshot: a run that ends (or starts) meanwhile is
@@ -69,7 +69,7 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from tasks.storage import DatabaseError
+    from tasks.store.database import DatabaseError
 
     from .checks import CommandError, check_status
 

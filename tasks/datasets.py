@@ -54,7 +54,7 @@ class Dataset:
     endpoint: str  # the endpoint's name in connectors.ENDPOINTS
     call: Call
     request: Callable[[Mapping[str, Any]], dict[str, Any]] = lambda row: {}
-    # The markets the service answers this dataset for (tasks/markets.py); None = every vehicle.
+    # The markets the service answers this dataset for (tasks/ingest/markets.py); None = every vehicle.
     # Other vehicles are `not_applicable`: planned out, never called, never failed.
     markets: frozenset[str] | None = None
     # The query a chunk's call sends (beyond the key): the typed `call`'s, without its model.
@@ -146,8 +146,8 @@ REGISTRY: dict[str, Dataset] = {
                 tables=(Table("lien_theft_events", key=("vin", "event_index")),), schedule="monthly"),
         # North America, for the batch check and the per-VIN details alike: the campaigns are NHTSA's
         # ("nhtsa_campaign_number"), and North American VINs are the ones NHTSA's rules shape. Checked
-        # weekly, by the batch API (tasks/recall_batches.py); the VINs with recalls are then detailed per
-        # VIN (`/v1/recalls`, tasks/recall_details.py). Campaigns land before the check that closes what it
+        # weekly, by the batch API (tasks/fetch/recall_batches.py); the VINs with recalls are then detailed per
+        # VIN (`/v1/recalls`, tasks/fetch/recall_details.py). Campaigns land before the check that closes what it
         # no longer lists: new and closed campaigns are then told apart as they land (sql/changes/).
         Dataset("recalls", "recalls", lambda c, vin, row: c.recalls(vin),
                 markets=frozenset({"US", "CA", "MX"}), shape={"data": _OBJECT}, freshness=timedelta(days=7),

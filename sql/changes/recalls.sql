@@ -1,7 +1,7 @@
 -- New recall campaigns: listed for the VIN now, not open before (never seen, or closed since), when a
 -- complete listing came before (recall_checks.campaigns_listed: a per-VIN lookup, or a batch count of 0).
 -- A VIN's first listing is no change. Park-it campaigns are `park_now`, park-outside ones `park_outside`.
--- Runs before recall_checks.sql closes what the same chunk's check no longer lists (tasks/landing.py
+-- Runs before recall_checks.sql closes what the same chunk's check no longer lists (tasks/land/landing.py
 -- lands recalls first).
 INSERT INTO changes BY NAME
 SELECT i.run_id, i.vin, 'recalls' AS dataset, 'new_recall' AS kind, i.nhtsa_campaign_number AS subject,

@@ -1,5 +1,5 @@
 -- The last answer (`fetch_status`) of each of the run's roster VINs for the planned $datasets: the planner
--- (tasks/plan.py) decides what is due from it, the same rule as `due_vins`, for every dataset in one read.
+-- (tasks/plan/due.py) decides what is due from it, the same rule as `due_vins`, for every dataset in one read.
 SELECT f.vin, f.dataset, f.fetched_at, f.outcome
 FROM fetch_status AS f
 WHERE list_contains($datasets, f.dataset)

@@ -1,4 +1,4 @@
--- `plan_status`, for the roster registered as `plan_roster_frame` (tasks/plan.py).
+-- `plan_status`, for the roster registered as `plan_roster_frame` (tasks/plan/due.py).
 SELECT f.vin, f.dataset, f.fetched_at, f.outcome
 FROM fetch_status AS f
 WHERE list_contains($datasets, f.dataset)

@@ -1,5 +1,5 @@
 -- How fresh each dataset is across the roster. $datasets and $window_hours (parallel lists) give each
--- dataset's freshness window, $no_data_hours the window of a 404 "no data" (tasks/plan.py); $now the clock.
+-- dataset's freshness window, $no_data_hours the window of a 404 "no data" (tasks/plan/due.py); $now the clock.
 -- stale: answered, but older than its window (the next refresh asks again); never_answered: no answer yet
 -- (vehicles outside a dataset's markets never get one); failed: open failures.
 WITH windows AS (

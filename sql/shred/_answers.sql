@@ -1,4 +1,4 @@
--- The staged answers (the journal's rows, tasks/journal.py, registered as `answers`) a landing shreds:
+-- The staged answers (the journal's rows, tasks/staging/journal.py, registered as `answers`) a landing shreds:
 -- each VIN's final answer, its body as JSON, fetched when it was answered. The bodies are validated
 -- once, here (a cast keeps the text as sent); every shred file then parses a body once more, itself.
 CREATE OR REPLACE TEMP TABLE staged_found AS

@@ -1,4 +1,4 @@
--- /specs answers -> `specs` rows (connectors/models/specs.py, tasks/staging.py specs_frame). The body is
+-- /specs answers -> `specs` rows (connectors/models/specs.py, tasks/land/frames.py specs_frame). The body is
 -- parsed once (json_transform) into the members read, each leaf kept as JSON for the lenient parsers
 -- (`equipment` as its entries in the order sent).
 SELECT vin,

@@ -21,10 +21,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks import staging
-from tasks.ingest import read_fleet
-from tasks.storage import open_database
-from tasks.store import publish
+from tasks.land import frames as staging
+from tasks.ingest.fleet_files import read_fleet
+from tasks.store.database import open_database
+from tasks.store.published import publish
 
 pytestmark = pytest.mark.bench
 ROOT = Path(__file__).resolve().parents[2]

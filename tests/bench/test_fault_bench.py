@@ -4,7 +4,7 @@
 per-VIN recall details) in its own process, against a sandbox in its own process started with
 `--fault-rate 0.3` (500/502/503/504 in equal shares; 502/503/504 carry `Retry-After: 60`, which
 nothing shortens: no VDS_MAX_RETRY_AFTER). First the same refresh without faults, for the time to
-beat: the goal is the fault-free time plus 3 minutes; the run's retry window (tasks/retry_window.py) is
+beat: the goal is the fault-free time plus 3 minutes; the run's retry window (tasks/control/retry_window.py) is
 the default 3 minutes, so retries still waiting when it closes end pending (counted, never lost). Plate rows are left out (`--no-plates`): their
 lookups run before the plan (the plan needs their VINs), so their own retry waits would come first.
 
@@ -28,7 +28,7 @@ import pytest
 
 from connectors import RetryPolicy
 from connectors.sandbox import Sandbox
-from tasks.storage import open_database
+from tasks.store.database import open_database
 from tests.bench.measure import ROOT, run_measured
 
 pytestmark = pytest.mark.bench

@@ -21,8 +21,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.staging import SPECS_SCHEMA
-from tasks.store import working_path
+from tasks.land.frames import SPECS_SCHEMA
+from tasks.store.published import working_path
 from tests.bench.measure import run_measured
 
 pytestmark = pytest.mark.bench
@@ -72,7 +72,7 @@ LAND = textwrap.dedent(
     """
     import json, sys, time
     import polars as pl
-    from tasks.storage import open_database
+    from tasks.store.database import open_database
     rows = pl.read_parquet(sys.argv[1])
     db = open_database(sys.argv[2])
     run_id = db.start_run("bench")
@@ -109,7 +109,7 @@ def test_land_one_million_specs_rows(tmp_path):
               f"process wall {figures['wall_s']:.2f} s, "
               f"peak RSS {figures['peak_rss_mb']:.0f} MB sampled, {figures['high_water_mb']:.0f} MB high-water; "
               f"rows in the table {figures['in_table']:,}")
-    # `Database.land` writes the working store beside `--db` (tasks/store.py); only a run's publish writes
+    # `Database.land` writes the working store beside `--db` (tasks/store/published.py); only a run's publish writes
     # `fleet.duckdb` itself, and this bench lands without one: size the files that exist.
     files = sorted(p for p in tmp_path.iterdir() if p.name.startswith(db_path.name))
     assert working_path(db_path) in files, f"no working store among {[p.name for p in files]}"

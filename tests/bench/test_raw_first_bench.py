@@ -29,14 +29,14 @@ from connectors import AsyncVehicleDataClient, Settings
 from connectors import models as m
 from connectors.sandbox import Sandbox
 from connectors.sandbox import vehicles as sandbox_vehicles
-from tasks import staging
-from tasks.enrich import ChunkResult, fetch_chunk
+from tasks.land import frames as staging
+from tasks.fetch.enrich import ChunkResult, fetch_chunk
 from connectors import CallRecord
-from tasks import shred as shredding
-from tasks.journal import AnswerJournal, read_journal
-from tasks.landing import land_answers, land_enrichment, staged_answers
-from tasks.shred import shred
-from tasks.storage import open_database
+from tasks.land import shred as shredding
+from tasks.staging.journal import AnswerJournal, read_journal
+from tasks.land.landing import land_answers, land_enrichment, staged_answers
+from tasks.land.shred import shred
+from tasks.store.database import open_database
 
 pytestmark = pytest.mark.bench
 ANSWERS = 100_000
@@ -107,7 +107,7 @@ def test_landing_rate(tmp_path):
             timed["shredding"] += spent
             return out
 
-        import tasks.landing as landing
+        import tasks.land.landing as landing
 
         landing.shred_tables = shred_tables  # type: ignore[assignment]
         try:

@@ -3,7 +3,7 @@
 - the dry run's own work (ingest, roster landing, plan) for a 10,000- and a 1,000,000-row fleet: the
   difference is what a million rows add to `fleet refresh --dry-run`. The functions are called
   directly, in a fresh process each, as the dry run calls them (the roster lands in a DuckDB in
-  memory, tasks/preview.py), and again planned from the roster as read, not landed (`make_plan(roster=)`);
+  memory, tasks/outputs/preview.py), and again planned from the roster as read, not landed (`make_plan(roster=)`);
   the command's own start (imports, settings) is the same for both sizes.
 - peak memory of the same for a 300 MB, 4,000,000-row CSV (sampled RSS, and the kernel's high-water
   mark), with the resident size after each phase;
@@ -38,9 +38,9 @@ DRY_RUN = textwrap.dedent(
         status = open("/proc/self/status").read()
         return [int(status.split(f"{k}:")[1].split()[0]) // 1024 for k in ("VmRSS", "VmHWM")]
 
-    from tasks.ingest import read_fleet
-    from tasks.plan import DEFAULT_DATASETS, make_plan
-    from tasks.storage import Database
+    from tasks.ingest.fleet_files import read_fleet
+    from tasks.plan.due import DEFAULT_DATASETS, make_plan
+    from tasks.store.database import Database
 
     phases = {}
     def phase(name, since_wall, since_cpu):
@@ -53,7 +53,7 @@ DRY_RUN = textwrap.dedent(
         db = Database(":memory:")
         db.start_run("refresh", [sys.argv[1]], {}, run_id="bench")
         landed = sys.argv[2] == "landed"
-        if landed:  # as tasks/preview.py does today; `unlanded` plans from the roster as read
+        if landed:  # as tasks/outputs/preview.py does today; `unlanded` plans from the roster as read
             w, c = time.perf_counter(), time.process_time()
             db.land_chunk({"vehicles": fleet.roster, "rejected_rows": fleet.rejected}, "bench")
             phase("land", w, c)

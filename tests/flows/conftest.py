@@ -43,7 +43,7 @@ def service(sandbox, monkeypatch):
 
 def sample_rows(n: int, offset: int = 0) -> pl.DataFrame:
     """`n` clean rows of the sample fleet (valid, distinct VINs), as the user's file has them."""
-    from tasks.vins import is_valid_vin
+    from tasks.ingest.vins import is_valid_vin
 
     fleet = pl.read_csv(SAMPLE, infer_schema=False)
     vin_col = next(c for c in fleet.columns if c.lower() == "vin")
@@ -70,7 +70,7 @@ def db_path(tmp_path) -> str:
 @pytest.fixture
 def read():
     """`read(db_path, sql)`: rows of a query against a pipeline database."""
-    from tasks.storage import open_database
+    from tasks.store.database import open_database
 
     def run(path: str, sql: str) -> list[tuple]:
         with open_database(path) as db:

@@ -16,10 +16,10 @@ from prefect.testing.utilities import prefect_test_harness
 from connectors.sandbox import run_sandbox
 from flows import backfill
 from flows.cli import main
-from tasks import staging
-from tasks.backfill import MODELS, check_vins, parse_raw_rows, read_vins_file
-from tasks.ingest import read_fleet
-from tasks.storage import open_database
+from tasks.land import frames as staging
+from tasks.steps.backfill_tasks import MODELS, check_vins, parse_raw_rows, read_vins_file
+from tasks.ingest.fleet_files import read_fleet
+from tasks.store.database import open_database
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "test_backfill_key_7f3a9c1e55"  # distinctive: scanned for in every output
@@ -152,8 +152,8 @@ def test_backfill_first_lands_what_a_killed_run_paid_for(backfilled, fleet, sand
     import asyncio
 
     from connectors import Settings
-    from tasks.enrich import fetch_chunk
-    from tasks.journal import AnswerJournal
+    from tasks.fetch.enrich import fetch_chunk
+    from tasks.staging.journal import AnswerJournal
 
     paid, asked = fleet["vins"][6], fleet["vins"][7]
     answers = Path(fleet["db"]).resolve().parent / "staging" / "run-2" / "answers"

@@ -18,8 +18,8 @@ import pytest
 
 from connectors.sandbox import Sandbox
 from flows.refresh import refresh_fleet
-from tasks.storage import open_database
-from tasks.summary import summary_markdown
+from tasks.store.database import open_database
+from tasks.outputs.summary import summary_markdown
 
 from ..connectors.receiver import Receiver
 from .conftest import sample_rows

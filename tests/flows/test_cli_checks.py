@@ -173,7 +173,7 @@ def test_an_unbalanced_quote_in_the_header_is_named_with_its_place(tmp_path, cap
 
 
 def test_an_unbalanced_quote_further_down_is_named_too(tmp_path):
-    from tasks.ingest import FleetFileError, read_fleet
+    from tasks.ingest.fleet_files import FleetFileError, read_fleet
 
     bad = tmp_path / "late.csv"
     bad.write_text(f'\nvin,"unit\n{VIN},1\n')
@@ -235,7 +235,7 @@ def test_with_json_an_argparse_error_is_json_too(fleet, tmp_path, capsys):
 
 
 def test_with_json_a_bug_is_json_too(fleet, tmp_path, capsys, monkeypatch):
-    import tasks.ingest
+    import tasks.ingest.fleet_files
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")
@@ -250,7 +250,7 @@ def test_with_json_a_bug_is_json_too(fleet, tmp_path, capsys, monkeypatch):
 
 HOLDER = """
 import sys, time
-from tasks.session import hold_run
+from tasks.run.session import hold_run
 session = hold_run(sys.argv[1], "run-holding", "refresh")
 print("holding", flush=True)
 time.sleep(120)
@@ -310,8 +310,8 @@ def test_version(capsys):
 
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     """`fleet status | head -1`: the reader closes the pipe before the command has printed everything."""
-    from tasks.storage import open_database
-    from tasks.store import publish
+    from tasks.store.database import open_database
+    from tasks.store.published import publish
 
     db = str(tmp_path / "fleet.duckdb")
     with open_database(db) as store:

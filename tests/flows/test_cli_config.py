@@ -115,8 +115,8 @@ def test_a_bad_environment_value_is_refused(clean, capsys, monkeypatch):
 
 
 def test_status_reads_its_database_from_the_project_file(clean, capsys):
-    from tasks.storage import open_database
-    from tasks.store import publish
+    from tasks.store.database import open_database
+    from tasks.store.published import publish
 
     db = clean / "data" / "team.duckdb"
     db.parent.mkdir()
@@ -165,7 +165,7 @@ def test_the_committed_example_uncommented_is_valid_and_the_defaults(clean):
     """The repository's fleet.toml documents the defaults: uncommented, it must load and change nothing."""
     from pathlib import Path
 
-    from tasks.plan import DEFAULT_FRESHNESS, DEFAULT_NO_DATA_FRESHNESS, parse_freshness
+    from tasks.plan.due import DEFAULT_FRESHNESS, DEFAULT_NO_DATA_FRESHNESS, parse_freshness
 
     example = (Path(__file__).resolve().parents[2] / "fleet.toml").read_text()
     lines = [line[2:] if line.startswith("# ") and "=" in line.split("#")[1] or line.startswith("# [") else line

@@ -3,7 +3,7 @@
 The sandbox fails calls at random (5xx, hangs past the client's read timeout, dropped connections,
 truncated bodies); 502/503/504 carry the spec's `Retry-After: 60`, which nothing shortens. A few
 test VINs always give the same answer (404, 500, CV-001, 502, 503, 504). The run's retry window
-(tasks/retry_window.py) is 75 s: once every first call is made, each VIN may still wait out one full
+(tasks/control/retry_window.py) is 75 s: once every first call is made, each VIN may still wait out one full
 Retry-After; what waits longer ends pending. After a refresh, per dataset, each VIN of the fleet is in
 exactly one place: landed (`fetch_status`), failed with a reason (`failures`), or counted pending in
 `run_datasets`. The sandbox's call journal matches the run's `api_calls` call for call, and in it no
@@ -29,8 +29,8 @@ from connectors import errors as e
 from connectors.retry import RetryPolicy
 from connectors.sandbox import Account, FaultConfig
 from flows.refresh import refresh_fleet
-from tasks.storage import open_database
-from tasks.vins import check_digit
+from tasks.store.database import open_database
+from tasks.ingest.vins import check_digit
 
 PER_VIN = {"specs": "/specs", "market_value": "/v2/marketvalue", "history": "/history", "lien_theft": "/v1/lien-theft"}
 DATASET_OF = {**{path: d for d, path in PER_VIN.items()}, "/v1/recalls": "recalls"}
@@ -342,7 +342,7 @@ async def test_an_answer_of_the_wrong_shape_fails_its_vin_not_the_chunk():
     """Valid JSON that is not what the endpoint promises: that VIN fails with a reason, the rest land."""
     from aiohttp import web
 
-    from tasks.enrich import fetch_chunk
+    from tasks.fetch.enrich import fetch_chunk
 
     garbled = magic_vin("000777")
 

@@ -21,7 +21,7 @@ import pytest
 
 from connectors import CallRecord
 from flows.refresh import refresh_fleet
-from tasks.journal import AnswerJournal, Journal, read_journal
+from tasks.staging.journal import AnswerJournal, Journal, read_journal
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,8 +156,8 @@ def _put_journal(s3, folder: Path, run_id: str, vins: list[str]) -> str:
 
 def test_a_staged_file_on_s3_lands_once_and_only_in_the_database_whose_run_paid_for_it(s3, tmp_path):
     """Landed again (the kill came after COMMIT, before the delete) it changes nothing; another database's is left."""
-    from tasks.journal import land_journals
-    from tasks.storage import open_database
+    from tasks.staging.journal import land_journals
+    from tasks.store.database import open_database
 
     ours, theirs = "20260101T000000Z-ours", "20260101T000000Z-theirs"
     vins = ["1HGCM82633A004352", "1HGCM82633A004353"]

@@ -89,7 +89,7 @@ def test_a_100_mb_single_line_is_refused_with_one_line(hundred_mb_line, tmp_path
 
 def test_unexpected_failure_is_one_line_and_minus_v_shows_the_traceback(tmp_path, capsys, monkeypatch):
     """A bug (here a polars error ingest does not expect) is reported as one, not dressed up as bad input."""
-    import tasks.ingest
+    import tasks.ingest.fleet_files
 
     def broken(*args, **kwargs):
         raise pl.exceptions.ComputeError("invalid utf8\n\nThis error occurred in the following expression:")
@@ -107,7 +107,7 @@ def test_unexpected_failure_is_one_line_and_minus_v_shows_the_traceback(tmp_path
 
 def test_a_polars_panic_is_caught_at_the_boundary_too(tmp_path, capsys, monkeypatch):
     # PanicException derives from BaseException, so `except Exception` alone would let it through.
-    import tasks.ingest
+    import tasks.ingest.fleet_files
 
     def panics(*args, **kwargs):
         raise pl.exceptions.PanicException("index out of bounds")

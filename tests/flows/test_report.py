@@ -28,9 +28,9 @@ import pytest
 
 from flows.cli import main
 from flows.refresh import refresh_fleet
-from tasks.report import report_markdown, write_run_report
-from tasks.storage import open_database
-from tasks.store import open_published, publish
+from tasks.outputs.report import report_markdown, write_run_report
+from tasks.store.database import open_database
+from tasks.store.published import open_published, publish
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime.now(UTC)

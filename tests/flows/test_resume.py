@@ -55,9 +55,9 @@ import pytest
 
 from connectors.sandbox import FaultConfig, Sandbox
 from flows.refresh import refresh_fleet
-from tasks.ingest import read_fleet
-from tasks.journal import read_journal
-from tasks.storage import open_database
+from tasks.ingest.fleet_files import read_fleet
+from tasks.staging.journal import read_journal
+from tasks.store.database import open_database
 
 # The killed refreshes run side by side with the other xdist worker's tests: on a loaded 2-core box they
 # took over 180 s, so the bound (a hang guard, not a timing) and the module's timeout leave room.
@@ -401,8 +401,8 @@ def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_san
                                                                   monkeypatch):
     """No kill: a chunk's landing transaction fails (a lock, say), so the run fails. What that chunk
     paid for stays journalled, and the next run lands it without calling again."""
-    import tasks.refresh
-    import tasks.storage
+    import tasks.steps.refresh_tasks
+    import tasks.store.database
 
     reference, _ = runs
     key = "resume_landing_fails"
@@ -457,7 +457,7 @@ BIG_CHUNK = 300_000
 _LAND = """
 import sys
 import polars as pl
-from tasks.storage import open_database
+from tasks.store.database import open_database
 
 db = open_database(sys.argv[1])
 calls = lambda n, prefix: pl.DataFrame({"call_id": [f"{prefix}{i}" for i in range(n)], "endpoint": ["/specs"] * n})

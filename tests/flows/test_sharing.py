@@ -280,7 +280,7 @@ def test_wait_queues_behind_the_running_refresh(sandbox, fleet_file, tmp_path):
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(sandbox, fleet_file, tmp_path):
-    from tasks.storage import open_database
+    from tasks.store.database import open_database
 
     sandbox.set_faults(SLOW)
     key, db, fleet = "sharing_dead_lock", str(tmp_path / "fleet.duckdb"), fleet_file(20)
@@ -307,7 +307,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(sandbox, fleet_file, tmp_pa
 # -- the same rules, in this process -------------------------------------------------------------
 HOLDER = """
 import sys
-from tasks.session import hold_run
+from tasks.run.session import hold_run
 with hold_run(sys.argv[1], "cli-run", "refresh"):
     print("holding", flush=True)
     sys.stdin.read()  # until the test closes it
@@ -376,9 +376,9 @@ def test_backfill_is_refused_too_while_another_run_holds_the_database(tmp_path, 
 def test_publishing_during_a_run_follows_FLEET_PUBLISH_SECONDS(tmp_path, monkeypatch):
     import polars as pl
 
-    from tasks.progressfile import read_progress
-    from tasks.session import hold_run, publish_if_due
-    from tasks.storage import open_database
+    from tasks.run.progressfile import read_progress
+    from tasks.run.session import hold_run, publish_if_due
+    from tasks.store.database import open_database
 
     db = str(tmp_path / "fleet.duckdb")
     calls = pl.DataFrame({"call_id": ["a", "b", "c"], "endpoint": ["/specs"] * 3, "units": [1, 1, 1]})
@@ -404,7 +404,7 @@ def test_publishing_during_a_run_follows_FLEET_PUBLISH_SECONDS(tmp_path, monkeyp
 OLD_WRITER = """
 import os, sys
 import polars as pl
-from tasks.storage import Database
+from tasks.store.database import Database
 db = Database(sys.argv[1])  # as before the working store: writing --db itself
 db.land("api_calls", pl.DataFrame({"call_id": ["old-1", "old-2"], "endpoint": ["/specs"] * 2}), "old-run")
 os._exit(0)  # killed: the landing is only in the write-ahead log beside the file
@@ -412,8 +412,8 @@ os._exit(0)  # killed: the landing is only in the write-ahead log beside the fil
 
 
 def test_a_database_from_before_the_working_store_seeds_it(tmp_path):
-    from tasks.session import hold_run
-    from tasks.storage import open_database
+    from tasks.run.session import hold_run
+    from tasks.store.database import open_database
 
     db = str(tmp_path / "fleet.duckdb")
     subprocess.run([sys.executable, "-c", OLD_WRITER, db], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -429,8 +429,8 @@ def test_a_database_from_before_the_working_store_seeds_it(tmp_path):
 
 
 def test_only_the_lock_holder_clears_other_runs_staging(tmp_path):
-    from tasks.refresh import remove_leftover_staging, staging_dir
-    from tasks.session import hold_run
+    from tasks.steps.refresh_tasks import remove_leftover_staging, staging_dir
+    from tasks.run.session import hold_run
 
     db = str(tmp_path / "fleet.duckdb")
     other = staging_dir(db, "other-run")
@@ -441,7 +441,7 @@ def test_only_the_lock_holder_clears_other_runs_staging(tmp_path):
 
 
 def test_the_lock_is_reentrant_in_its_process_and_exclusive_across_processes(tmp_path):
-    from tasks import runlock
+    from tasks.run import lock as runlock
 
     db = str(tmp_path / "fleet.duckdb")
     assert runlock.acquire(db, "r1", "refresh") is True

@@ -15,10 +15,10 @@ import pytest
 
 from flows.cli import main
 from flows.status import month_start
-from tasks import staging
-from tasks.ingest import read_fleet
-from tasks.storage import open_database
-from tasks.store import publish
+from tasks.land import frames as staging
+from tasks.ingest.fleet_files import read_fleet
+from tasks.store.database import open_database
+from tasks.store.published import publish
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,8 +125,8 @@ def test_status_needs_no_prefect_and_no_service(db_path):
 
 HOLDER = """
 import sys, time
-from tasks.session import hold_run
-from tasks.storage import open_database
+from tasks.run.session import hold_run
+from tasks.store.database import open_database
 session = hold_run(sys.argv[1], "run-live", "refresh")
 store = open_database(sys.argv[1])            # the working store, held read-write all along
 store.start_run("refresh", [], run_id="run-live")
@@ -176,8 +176,8 @@ def test_no_data_answers_from_the_service_are_not_failed_calls(tmp_path, monkeyp
     from connectors import RetryPolicy, Settings
     from connectors.sandbox import run_sandbox
     from flows.status import fleet_status
-    from tasks.enrich import fetch_chunk
-    from tasks.landing import land_enrichment
+    from tasks.fetch.enrich import fetch_chunk
+    from tasks.land.landing import land_enrichment
 
     found, gone, broken = "1HGCM82633A004352", "1HGCM82633A004363", "1HGCM82693A000502"
     path = str(tmp_path / "fleet.duckdb")

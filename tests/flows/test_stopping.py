@@ -24,9 +24,9 @@ import pytest
 
 from connectors.sandbox import Sandbox
 from flows.exitcodes import CANCELLED
-from tasks.ingest import read_fleet
-from tasks.plan import make_plan
-from tasks.storage import open_database
+from tasks.ingest.fleet_files import read_fleet
+from tasks.plan.due import make_plan
+from tasks.store.database import open_database
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample_fleet.csv"

@@ -146,7 +146,7 @@ def test_forged_deliveries_mark_nothing_cost_no_status_reads_and_no_memory(tmp_p
     stderr = stderr_path.read_bytes()
     assert len(stderr) < 64 * 1024, stderr[-2000:]
     assert token.encode() not in stderr
-    from tasks.storage import open_database
+    from tasks.store.database import open_database
 
     with open_database(str(db)) as store:
         by_batch = "SELECT count(*), count(DISTINCT vin) FROM recall_checks WHERE batch_id IS NOT NULL"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tasks.storage import open_database
+from tasks.store.database import open_database
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import pytest
 
 from connectors.sandbox import valuation as sandbox_values
 from connectors.sandbox import vehicles as sandbox_vehicles
-from tasks.enrich import ChunkResult
-from tasks.landing import land_enrichment
+from tasks.fetch.enrich import ChunkResult
+from tasks.land.landing import land_enrichment
 
 VINS = ["1HGCM82633A004352", "1HGCM82633A004353", "1FTFW1ET5DFC10312"]
 T0 = datetime(2026, 5, 1, 12, tzinfo=timezone.utc)

@@ -11,7 +11,7 @@ import pytest
 
 from connectors import models as m
 from connectors.sandbox import vehicles as sandbox_data
-from tasks import staging
+from tasks.land import frames as staging
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 T1 = datetime(2026, 2, 5, 12, 0, tzinfo=UTC)

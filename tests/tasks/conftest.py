@@ -6,7 +6,7 @@ import pytest
 
 from connectors import Settings
 from connectors.sandbox import run_sandbox
-from tasks.storage import open_database
+from tasks.store.database import open_database
 
 KEY = "task_test_key_5d2e"
 

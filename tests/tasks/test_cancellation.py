@@ -1,4 +1,4 @@
-"""A cancelled run (SIGTERM/SIGINT: tasks/signals.py) stops calling and stops waiting.
+"""A cancelled run (SIGTERM/SIGINT: tasks/control/signals.py) stops calling and stops waiting.
 
 Whatever waits notices the cancellation within a fraction of a second: a retry sitting out the spec's
 `Retry-After: 60`, a recall batch between two polls, plate lookups. What it was waiting for stays
@@ -15,10 +15,10 @@ import pytest
 
 from connectors import Settings
 from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
-from tasks.enrich import fetch_chunk
-from tasks.plates import look_up_plates
-from tasks.recall_batches import run_recall_batches
-from tasks.stops import CANCELLED, Stopped, Stops
+from tasks.fetch.enrich import fetch_chunk
+from tasks.fetch.plates import look_up_plates
+from tasks.fetch.recall_batches import run_recall_batches
+from tasks.control.stops import CANCELLED, Stopped, Stops
 
 from .test_recall_batches import vins
 

@@ -13,8 +13,8 @@ from datetime import datetime, timedelta, timezone
 import polars as pl
 import pytest
 
-from tasks.enrich import fetch_chunk
-from tasks.landing import fetch_status_frame, land_enrichment
+from tasks.fetch.enrich import fetch_chunk
+from tasks.land.landing import fetch_status_frame, land_enrichment
 
 GONE = "1HGCM82633A004363"  # the sandbox has no data for it on any VIN endpoint
 BEFORE = datetime.now(timezone.utc) - timedelta(days=2)

@@ -25,7 +25,12 @@ VINS = ["1HGCM82633A004352", "1HGCM82633A004353", "WBA3A5C50DF123456"]
 def test_every_consumer_names_the_registrys_datasets():
     from flows import backfill as backfill_flow
     from flows import serve
-    from tasks import backfill, enrich, landing, plan, shred, storage
+    from tasks.steps import backfill_tasks as backfill
+    from tasks.fetch import enrich
+    from tasks.land import landing
+    from tasks.plan import due as plan
+    from tasks.land import shred
+    from tasks.store import database as storage
 
     names = tuple(REGISTRY)
     assert tuple(plan.ALL_DATASETS) == names
@@ -90,11 +95,11 @@ def test_a_dataset_declared_once_is_planned_fetched_landed_and_reparsed(toy, sto
     from flows.checks import datasets as check_datasets
     from flows.refresh import ORDER as refresh_order
     from flows.config import _datasets as config_datasets
-    from tasks.backfill import plan_from_frames
-    from tasks.backfill import parse_raw_rows
-    from tasks.enrich import fetch_chunk
-    from tasks.landing import land_enrichment
-    from tasks.plan import make_plan, parse_freshness
+    from tasks.steps.backfill_tasks import plan_from_frames
+    from tasks.steps.backfill_tasks import parse_raw_rows
+    from tasks.fetch.enrich import fetch_chunk
+    from tasks.land.landing import land_enrichment
+    from tasks.plan.due import make_plan, parse_freshness
 
     # Its table is the one thing outside the registry: a migration would create it.
     store.connection.execute("CREATE TABLE legacy_values (vin VARCHAR PRIMARY KEY, retail DOUBLE, "

@@ -5,7 +5,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.ingest import FleetFileError, read_fleet
+from tasks.ingest.fleet_files import FleetFileError, read_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEETS = ROOT / "tests" / "fixtures" / "fleets"
@@ -94,7 +94,7 @@ def test_rows_with_a_plate_and_no_vin_wait_for_a_plate_lookup(tmp_path):
     assert result.plates.select("source_row", "plate", "state", "country", "unit_number", "mileage").rows() == [
         (2, "BBB 222", "TX", None, "plate only", 12345),
         (4, "CCC333", None, "DE", "plate and country", None),
-        (6, "EEE555", None, None, "plate alone", None),  # tasks/plates.py says why it cannot be looked up
+        (6, "EEE555", None, None, "plate alone", None),  # tasks/fetch/plates.py says why it cannot be looked up
     ]
     assert "vin" not in result.plates.columns and "reason" not in result.plates.columns
     # A VIN cell that holds something is the user's VIN: it is checked, never replaced by a plate lookup.
@@ -274,7 +274,7 @@ def _mixed_fleet(rows: int) -> str:
 def test_a_csv_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, monkeypatch):
     """A large fleet is never held whole: rows are read and checked slice by slice, and the result (roster, line
     numbers, duplicates, rejected rows, plate rows) is the one of reading the file in one piece."""
-    import tasks.ingest as ingest
+    import tasks.ingest.fleet_files as ingest
 
     path = write(tmp_path, "fleet.csv", _mixed_fleet(1000))
     whole = read_fleet([path])  # far under the default slice: one slice
@@ -302,7 +302,7 @@ def test_a_csv_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, monkeypat
 
 def test_files_in_slices_keep_every_column_of_every_file(tmp_path, monkeypatch):
     """Files with different columns, read in slices: roster, plates and rejected rows as when read whole."""
-    import tasks.ingest as ingest
+    import tasks.ingest.fleet_files as ingest
 
     first = write(tmp_path, "a.csv", _mixed_fleet(300))
     second = write(tmp_path, "b.csv", f"vin,colour\n{V2},red\n,blue\n{V3},green\n" * 40)
@@ -316,7 +316,7 @@ def test_files_in_slices_keep_every_column_of_every_file(tmp_path, monkeypatch):
 
 
 def test_a_parquet_file_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, monkeypatch):
-    import tasks.ingest as ingest
+    import tasks.ingest.fleet_files as ingest
 
     csv = write(tmp_path, "fleet.csv", _mixed_fleet(600))
     path = tmp_path / "fleet.parquet"
@@ -336,7 +336,7 @@ def test_a_parquet_file_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, 
 
 @pytest.mark.parametrize("header", ["vin,unit", "a,b"])
 def test_a_row_that_breaks_the_parse_after_many_slices_is_named_as_when_read_whole(tmp_path, monkeypatch, header):
-    import tasks.ingest as ingest
+    import tasks.ingest.fleet_files as ingest
 
     monkeypatch.setattr(ingest, "SLICE_ROWS", 16)
     path = write(tmp_path, "late.csv", header + "\n" + f"{V1},u\n" * 300 + f"{V1},a,b\n{V1},z\n")

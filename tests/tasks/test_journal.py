@@ -19,10 +19,10 @@ import pytest
 
 from connectors import CallRecord, RetryPolicy, Settings
 from connectors.sandbox import SandboxConfig, run_sandbox
-from tasks.backfill import FETCHED_AS, MODELS
-from tasks.enrich import DATASETS, ChunkResult, fetch_chunk
-from tasks.journal import AnswerJournal, land_journals, read_journal
-from tasks.storage import DatabaseError, open_database
+from tasks.steps.backfill_tasks import FETCHED_AS, MODELS
+from tasks.fetch.enrich import DATASETS, ChunkResult, fetch_chunk
+from tasks.staging.journal import AnswerJournal, land_journals, read_journal
+from tasks.store.database import DatabaseError, open_database
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "20260101T000000Z-journal"
@@ -62,7 +62,7 @@ class Capture:
 
 
 def frames_of(result: ChunkResult) -> dict[str, pl.DataFrame]:
-    from tasks.landing import land_enrichment
+    from tasks.land.landing import land_enrichment
 
     store = Capture()
     land_enrichment(store, RUN, result)  # type: ignore[arg-type]
@@ -152,7 +152,7 @@ import sys, time
 from datetime import datetime, timezone
 from pathlib import Path
 from connectors import CallRecord
-from tasks.journal import AnswerJournal
+from tasks.staging.journal import AnswerJournal
 
 journal = AnswerJournal(Path(sys.argv[1]), "run", "specs", batch_rows=5)
 i = 0
@@ -189,7 +189,7 @@ async def test_a_journal_lands_once_however_often_it_is_landed(sandbox, tmp_path
     result, path = await fetch(sandbox, "journal_lands_once", "market_value", tmp_path / "staging" / RUN / "answers")
     live, recovered = open_database(tmp_path / "live.duckdb"), open_database(tmp_path / "recovered.duckdb")
     try:
-        from tasks.landing import land_enrichment
+        from tasks.land.landing import land_enrichment
 
         for db in (live, recovered):
             db.start_run("refresh", run_id=RUN)

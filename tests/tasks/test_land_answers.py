@@ -15,10 +15,10 @@ import pytest
 
 from connectors import RetryPolicy, Settings
 from connectors.sandbox import SandboxConfig, run_sandbox
-from tasks.enrich import fetch_chunk
-from tasks.journal import AnswerJournal, read_journal
-from tasks.landing import land_answers, land_enrichment
-from tasks.storage import open_database
+from tasks.fetch.enrich import fetch_chunk
+from tasks.staging.journal import AnswerJournal, read_journal
+from tasks.land.landing import land_answers, land_enrichment
+from tasks.store.database import open_database
 
 RUN = "20260101T000000Z-answers"
 VINS = ["1HGCM82633A004352", "1HGCM82633A004353", "1HGCM82633A004363", "1HGCM82633A000404",
@@ -79,8 +79,8 @@ async def test_a_journal_lands_set_based_as_its_chunk_result_does(sandbox, tmp_p
 
 
 def test_a_journal_without_a_call_or_a_failure_lands_nothing():
-    from tasks.journal import SCHEMA
-    from tasks.landing import worth_landing
+    from tasks.staging.journal import SCHEMA
+    from tasks.land.landing import worth_landing
 
     pending = pa.Table.from_pylist([{"vin": "1HGCM82633A004352", "outcome": "pending"}], schema=SCHEMA)
     failed = pa.Table.from_pylist([{"vin": "1HGCM82633A004352", "outcome": "failed"}], schema=SCHEMA)
@@ -88,7 +88,7 @@ def test_a_journal_without_a_call_or_a_failure_lands_nothing():
 
 
 async def test_a_failure_counts_the_attempts_made_in_an_earlier_chunk(sandbox, tmp_path):
-    """A retry handed to the next chunk (tasks/lanes.py) settles in that chunk's journal: its failure still
+    """A retry handed to the next chunk (tasks/fetch/lanes.py) settles in that chunk's journal: its failure still
     counts every attempt the VIN had, not only the rows of the journal it settled in."""
     key = "land_answers_handed_over"
     settings = Settings(api_key=key, base_url=sandbox.url, retry=QUICK_RETRIES)

@@ -12,8 +12,8 @@ import pytest
 from connectors.models.base import Result
 from connectors.redact import redact_text
 from connectors.retry import RetryPolicy
-from tasks.enrich import DATASETS, fetch_chunk
-from tasks.journal import AnswerJournal, read_journal
+from tasks.fetch.enrich import DATASETS, fetch_chunk
+from tasks.staging.journal import AnswerJournal, read_journal
 
 VINS = ["1HGCM82633A004352", "1HGCM82633A004353", "1HGCM82633A004363", "1HGCM82633A000404"]
 
@@ -49,7 +49,7 @@ def test_reparse_shreds_stored_answers_without_a_model(monkeypatch):
     from datetime import datetime, timezone
 
     from connectors.sandbox import vehicles as sandbox_vehicles
-    from tasks.backfill import parse_raw_rows
+    from tasks.steps.backfill_tasks import parse_raw_rows
 
     built = models_built(monkeypatch)
     at = datetime(2026, 5, 1, tzinfo=timezone.utc)

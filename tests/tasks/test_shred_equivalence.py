@@ -4,7 +4,7 @@ The corpus: every per-VIN dataset's answers from the sandbox over a real socket 
 makes and countries, with no-data, failing and retried ones), journalled as a chunk journals them, plus
 odd answers a real service sends (numbers as text, "$25,400", "Unlimited", missing sections, ISO dates,
 flags as words). The models' rows are today's landing path (the journal's chunk result through
-tasks/landing.py's frames); the SQL's are `tasks.shred.shred` over the same staged rows.
+tasks/land/landing.py's frames); the SQL's are `tasks.shred.shred` over the same staged rows.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import pytest
 
 from connectors import RetryPolicy, Settings
 from connectors.sandbox import SandboxConfig, run_sandbox
-from tasks.enrich import fetch_chunk
-from tasks.journal import AnswerJournal, Journal, read_journal
-from tasks.landing import DATA_FRAMES
-from tasks.shred import TABLES, shred
-from tasks.vins import check_digit
+from tasks.fetch.enrich import fetch_chunk
+from tasks.staging.journal import AnswerJournal, Journal, read_journal
+from tasks.land.landing import DATA_FRAMES
+from tasks.land.shred import TABLES, shred
+from tasks.ingest.vins import check_digit
 
 RUN = "20260101T000000Z-shred"
 PREFIXES = ["1HGCM8263?A", "1FTFW1ET?DF", "5YJ3E1EA?KF", "2T1BURHE?FC", "3VWDX7AJ?BM", "WBA3A5C5?CF",

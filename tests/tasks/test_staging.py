@@ -8,8 +8,9 @@ import polars as pl
 import pytest
 
 from connectors import models as m
-from tasks import landing, staging
-from tasks.storage import open_database
+from tasks.land import landing
+from tasks.land import frames as staging
+from tasks.store.database import open_database
 
 AT = datetime(2026, 11, 1, 12, tzinfo=timezone.utc)
 VIN = "1HGCM82633A004352"

@@ -6,7 +6,7 @@ import asyncio
 import threading
 
 from connectors import errors as e
-from tasks.stops import Stopped, Stops, for_run, forget_run
+from tasks.control.stops import Stopped, Stops, for_run, forget_run
 
 
 def refusal(status: int, message: str, **body) -> e.APIStatusError:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.enrich import fetch_chunk, valuation_request
-from tasks.ingest import read_fleet
-from tasks.landing import land_enrichment
+from tasks.fetch.enrich import fetch_chunk, valuation_request
+from tasks.ingest.fleet_files import read_fleet
+from tasks.land.landing import land_enrichment
 
 TX, ON, CA, BC, NY = "1FTFW1E50KF000001", "1FTFW1E52KF000002", "1FTFW1E54KF000003", "1FTFW1E56KF000004", "1FTFW1E58KF000005"
 

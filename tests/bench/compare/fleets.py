@@ -23,7 +23,7 @@ def fleet_vins(n: int, seed: int = 1, only_with_data: bool = True) -> list[str]:
     with data everywhere (other benchmarks want the sandbox's occasional 404 too)."""
     # Imported here: contenders only read the fleet and should not pay for loading the sandbox.
     from connectors.sandbox.vehicles import vehicle
-    from tasks.vins import check_digit
+    from tasks.ingest.vins import check_digit
 
     rng = random.Random(seed)
     seen: set[str] = set()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from connectors.sandbox.plates import lookup
 from connectors.sandbox.vehicles import synthetic_vin
-from tasks.vins import check_digit
+from tasks.ingest.vins import check_digit
 
 
 def test_north_american_vins_from_plates_carry_a_valid_check_digit():

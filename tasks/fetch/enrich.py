@@ -1,0 +1,236 @@
+"""Per-VIN enrichment of one chunk: bounded async concurrency, refusal stops, a budget.
+
+Plain async code (no Prefect): the flow wraps `fetch_chunk` in a chunk-sized task.
+Every VIN handed in (or adopted from the chunk before) comes back in exactly one list: found,
+no_data, failed, pending, or handed_off to the next chunk. Calls go through the scheduler
+(tasks/fetch/scheduler.py), which asks the run's `Stops` before each (tasks/control/stops.py): after a
+refusal, a cancellation or a pause, no new call starts, and a retry waits without a slot.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import orjson
+
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings, estimate_units
+from connectors.calls import CALL_IDS
+from connectors import errors as e
+
+from tasks.datasets import CANADIAN_PROVINCES as CANADIAN_PROVINCES
+from tasks.datasets import KM_PER_MILE as KM_PER_MILE
+from tasks.datasets import US_STATES as US_STATES
+from tasks.datasets import Call as Call
+from tasks.datasets import Dataset, Live, by_fetch_name
+from tasks.datasets import valuation_request as valuation_request
+from tasks.fetch.scheduler import Job, Scheduler
+from tasks.control.stops import STOPPING_ERRORS, Pass, Stops
+
+if TYPE_CHECKING:
+    from tasks.staging.journal import AnswerJournal
+    from tasks.fetch.lanes import Lane
+
+# The declarations live in the registry (tasks/datasets.py); these names stay importable from here.
+# `DATASETS`: by the name a per-VIN fetch goes by (`recall_details` for recalls), read live from the registry.
+DATASETS: Mapping[str, Dataset] = Live(by_fetch_name)
+
+MAX_UNITS = "max-units reached"
+
+
+class Budget:
+    """A run-wide ceiling on units (`--max-units`), shared by every chunk in the process."""
+
+    def __init__(self, limit: int | None, spent: int = 0) -> None:
+        self.limit = limit
+        self.spent = spent
+        self.reserved = 0
+
+    def reserve(self, units: int) -> bool:
+        if self.limit is not None and self.spent + self.reserved + units > self.limit:
+            return False
+        self.reserved += units
+        return True
+
+    def settle(self, reserved: int, actual: int) -> None:
+        self.reserved -= reserved
+        self.spent += actual
+
+
+@dataclass
+class ChunkResult:
+    dataset: str
+    found: list[tuple[str, Any, datetime]] = field(default_factory=list)
+    no_data: list[tuple[str, datetime]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    calls: list[tuple[str, CallRecord, datetime, str | None]] = field(default_factory=list)
+    requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stop_reason: str | None = None
+    handed_off: list[str] = field(default_factory=list)  # VINs left waiting for a retry to the next chunk
+
+    @property
+    def units(self) -> int:
+        return sum(c.units for _, c, _, _ in self.calls)
+
+
+async def fetch_chunk(
+    dataset: str,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    settings: Settings,
+    concurrency: int = 32,
+    budget: Budget | None = None,
+    stops: Stops | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    journal: AnswerJournal | None = None,
+    lane: Lane | None = None,
+    follows: bool = False,
+) -> ChunkResult:
+    """Fetch `dataset` for every row (each has at least `vin`). `stops`: the run's, shared by its chunks.
+
+    Calls go through the scheduler (tasks/fetch/scheduler.py): a VIN waiting to be retried holds no slot.
+    With a `lane` (tasks/fetch/lanes.py), the chunk first adopts the waiting retries the chunk before it
+    handed on, and hands its own on when they are all it has left and another chunk is coming
+    (`ChunkResult.handed_off`). With a `journal`, every attempt and every VIN's final answer is
+    written to it as it arrives. `follows`: these VINs come from other calls' answers (recall details),
+    so their first attempts do not re-open the run's retry window (tasks/control/retry_window.py).
+    """
+    spec = DATASETS[dataset]
+    endpoint = spec.endpoint
+    api = ENDPOINTS[endpoint].api
+    result = ChunkResult(dataset)
+    budget = budget or Budget(None)
+    stops = stops or Stops()
+    jobs: list[Job[Mapping[str, Any]]] = [*(lane.adopt() if lane else ()), *(Job(row) for row in rows)]
+    per_call = estimate_units(endpoint, spec.request(jobs[0].item) if jobs else {})
+    if stopped_before := stops.reason(api, endpoint):  # refused or paused earlier in the run: call nothing
+        return ChunkResult(dataset, pending=[j.item["vin"] for j in jobs], stop_reason=stopped_before)
+
+    units_by_vin: dict[str, int] = {}
+    reserved: set[str] = set()  # VINs whose units this chunk holds in the budget
+    passes: dict[str, Pass] = {}  # VIN -> its attempt's leave to start, until the first answer settles it
+    settling: dict[str, tuple] = {}  # VIN -> its last call, journalled with the answer it settles
+    scheduler: Scheduler[Mapping[str, Any]] = Scheduler(stops, api, endpoint, slots=concurrency)
+
+    def observe(record: CallRecord) -> None:
+        call = (next(CALL_IDS), record, _now(), None)
+        result.calls.append(call)
+        stops.observe(record.endpoint, record.status)
+        if record.vin:
+            units_by_vin[record.vin] = units_by_vin.get(record.vin, 0) + record.units
+            if record.vin in passes:
+                passes[record.vin].answered(record.status)
+        if journal is not None:
+            if record.will_retry or not record.vin:
+                journal.attempt(call)
+            else:
+                settling[record.vin] = call
+
+    def settled(vin: str, outcome: str, at: datetime, **answer: Any) -> None:
+        if journal is not None:
+            journal.answer(settling.pop(vin, None), vin, outcome, at, **answer)
+
+    def release(vin: str) -> None:
+        """This chunk is done with the VIN: its reservation becomes what it spent here."""
+        if vin in reserved:
+            reserved.discard(vin)
+            budget.settle(per_call, units_by_vin.get(vin, 0))
+
+    def done(vin: str) -> None:
+        release(vin)
+        if on_progress:
+            on_progress(1)
+
+    def stopped(job: Job[Mapping[str, Any]], reason: str) -> None:
+        result.stop_reason = result.stop_reason or reason
+        result.pending.append(job.item["vin"])
+        done(job.item["vin"])
+
+    async def attempt(job: Job[Mapping[str, Any]], leave: Pass) -> None:
+        row = job.item
+        vin = row["vin"]
+        if vin not in reserved:
+            if not budget.reserve(per_call):
+                scheduler.halt(MAX_UNITS)
+                stopped(job, MAX_UNITS)
+                return
+            reserved.add(vin)
+        passes[vin] = leave
+        try:
+            # The answer as the bytes to stage (redacted by the client), never a model: landing
+            # shreds them in SQL (tasks/land/shred.py).
+            answered = await client.request(spec.endpoint, spec.params(vin, row), raw=True)
+            answer = raw_answer(spec, answered.body, answered.raw)
+            at = _now()
+            result.found.append((vin, answer, at))
+            result.requests[vin] = asked = spec.request(row)
+            settled(vin, "found", at, body=answer, request=asked)
+        except e.NotFoundError as exc:
+            if isinstance(exc, (e.FeatureNotEnabledError, e.InvalidRegionError)):
+                result.failed.append(failure := _failure(vin, dataset, exc, job.call.attempts))
+                settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
+            else:
+                result.no_data.append((vin, at := _now()))  # a stable answer: the VIN is checked
+                settled(vin, "no_data", at)
+        except STOPPING_ERRORS as exc:
+            reason = stops.refuse(api, exc)
+            result.stop_reason = result.stop_reason or reason
+            result.pending.append(vin)
+            settled(vin, "pending", _now(), message=f"{exc.status} {exc.message}")
+        except e.VehicleDataError as exc:
+            result.failed.append(failure := _failure(vin, dataset, exc, job.call.attempts))
+            settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
+        finally:  # a `RetryLater` passes through to the scheduler: not settled, still reserved
+            passes.pop(vin, None)
+            if vin in settling:  # no answer settled it (an unexpected error): still a call paid for
+                journal.attempt(settling.pop(vin))  # type: ignore[union-attr]
+        done(vin)
+
+    scheduler.add(jobs, follows=follows)
+    async with AsyncVehicleDataClient(settings, on_call=observe) as client:  # scheduled: never waits in place
+        await scheduler.run(attempt, stopped, hand_off=lane.hand_off if lane else None)
+    for job in scheduler.handed_off:
+        result.handed_off.append(job.item["vin"])
+        release(job.item["vin"])
+    return result
+
+
+def raw_answer(spec: Dataset, body: Any, sent: bytes | None = None) -> bytes:
+    """The answer's JSON bytes, once its top-level shape is the one the dataset's model expects.
+
+    `sent`: the bytes the service sent (redacted), kept as they are; else `body` is serialised.
+    """
+    if not isinstance(body, dict):
+        raise e.MalformedResponseError(f"{spec.endpoint} answered 200 with a body that is not a JSON object",
+                                       endpoint=spec.endpoint, status=200)
+    for member, kind in spec.shape.items():
+        value = body.get(member)
+        if value is not None and not isinstance(value, kind):
+            raise e.MalformedResponseError(
+                f"{spec.endpoint} answered 200 with a body that does not match its schema ({member}: not "
+                f"{'an object' if kind is dict else 'a list'})", endpoint=spec.endpoint, status=200)
+    if sent is not None:
+        return sent
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # an integer beyond 64 bits, a key that is not a string
+        return json.dumps(body, default=str).encode()
+
+
+def _failure(vin: str, dataset: str, exc: e.VehicleDataError, attempts: int) -> dict[str, Any]:
+    return {
+        "vin": vin,
+        "dataset": dataset,
+        "status": getattr(exc, "status", None),
+        "message": exc.message,
+        "retryable": exc.retryable,
+        "attempts": max(attempts, 1),
+        "fetched_at": _now(),
+    }
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

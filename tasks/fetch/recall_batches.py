@@ -1,0 +1,449 @@
+"""Recall checks through the batch API: submit, poll, land, never paying twice.
+
+The ledger (`recall_batches`) is written *before* each submit, with the
+idempotency key the submit will carry. A crash anywhere therefore leaves one of:
+a `pending:<key>` entry (resubmitted with the same key: the service replays the
+first answer for free), or a real batch id (polled, never resubmitted).
+A submit the service refuses for good (a 4xx) ends its entry as `refused:<key>`,
+status `failed`, and its VINs go to `failures`: due again next run, never stuck.
+A replayed answer (`Idempotent-Replayed: true`) is recorded as 0 units; when the
+first, billed answer was never recorded (its run died first), it is recorded then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import polars as pl
+
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings
+from connectors import errors as e
+from connectors.client import BatchPolling
+from connectors.models import BatchJob, BatchStatus
+from connectors.retry import CallAttempts
+from connectors.webhooks import BatchWebhookReceiver
+
+from tasks.land import frames as staging
+from tasks.fetch.enrich import Budget
+from tasks.fetch.scheduler import Job, Scheduler
+from tasks.control.stops import STOPPING_ERRORS, Pass, Stops
+from tasks.control.failpoints import failpoint
+from tasks.land.landing import fetch_status_frame
+from tasks.store.database import Database
+
+MAX_BATCH_VINS = 10_000  # the spec's limit per recalls batch
+
+LEDGER_SCHEMA: staging.Schema = {
+    "batch_id": pl.String, "numeric_batch_id": pl.Int64, "status": pl.String, "idempotency_key": pl.String,
+    "submitted_at": staging.TS, "completed_at": staging.TS, "total_vins": pl.Int32, "processed_vins": pl.Int32,
+    "vins_count": pl.Int32, "vins_chunk": pl.String, "webhook_url": pl.String, "message": pl.String,
+    "fetched_at": staging.TS,
+}
+API = ENDPOINTS["recalls-batch-submit"].api  # submit, status and results share the recalls quota
+
+
+@dataclass
+class RecallOutcome:
+    checked: int = 0  # VINs with a landed recall check
+    failed: int = 0
+    pending: int = 0
+    submitted: int = 0  # batches submitted this run
+    resumed: int = 0  # batches from an earlier, interrupted run picked up again
+    units: int = 0
+    calls: int = 0
+    stop_reason: str | None = None
+
+
+@dataclass
+class _Calls:
+    """Collects the client's call records, tagged with the batch they were about."""
+
+    batch_id: str | None = None
+    rows: list[tuple[str, CallRecord, datetime, str | None]] = field(default_factory=list)
+    leave: Pass | None = None  # the call in progress's leave to start (tasks/control/stops.py)
+
+    def __call__(self, record: CallRecord) -> None:
+        self.rows.append((uuid.uuid4().hex, record, _now(), self.batch_id))
+        if self.leave is not None:
+            self.leave.answered(record.status)
+
+    def hold(self, leave: Pass | None) -> None:
+        self.leave = leave
+
+    def take(self) -> list[tuple[str, CallRecord, datetime, str | None]]:
+        rows, self.rows = self.rows, []
+        return rows
+
+
+def _ledger_row(job: BatchJob | None, **values: Any) -> pl.DataFrame:
+    row: dict[str, Any] = {k: None for k in LEDGER_SCHEMA} | {"fetched_at": _now()}
+    if job is not None:
+        row |= {"batch_id": job.batchId, "numeric_batch_id": job.numericBatchId, "status": job.status_text,
+                "total_vins": job.totalVins, "processed_vins": job.processedVins, "completed_at": job.completedAt}
+    row |= values
+    return pl.DataFrame([row], schema=LEDGER_SCHEMA, orient="row")
+
+
+async def run_recall_batches(
+    db: Database,
+    run_id: str,
+    due_vins: list[str],
+    *,
+    settings: Settings,
+    batches_dir: Path,
+    batch_size: int = 10_000,
+    webhook_url: str | None = None,
+    webhook_listen: str | None = None,
+    poll_interval: float = 1.0,
+    budget: Budget | None = None,
+    stops: Stops | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    on_landed: Callable[[str], None] | None = None,
+) -> RecallOutcome:
+    """Submit, poll and land every batch, side by side through the scheduler (tasks/fetch/scheduler.py).
+
+    Each step of a batch (submit, one status read, results) is one job: a retryable failure goes back
+    to the queue with its not-before time (a retried submit keeps its Idempotency-Key), and so does
+    the pause between two status reads, so a batch waiting out a Retry-After holds up no other.
+    `on_landed(batch_id)` is told as each batch's results land (its campaign details may start).
+    """
+    if not 1 <= batch_size <= MAX_BATCH_VINS:
+        raise ValueError(f"a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs (the service's limit), not {batch_size:,}")
+    outcome = RecallOutcome()
+    budget = budget or Budget(None)
+    stops = stops or Stops()
+    batches_dir.mkdir(parents=True, exist_ok=True)
+    unfinished = db.query("unfinished_recall_batches").to_dicts()
+    _drop_orphaned_vin_lists(batches_dir, unfinished)
+    in_flight = {vin for entry in unfinished for vin in _chunk_vins(entry)}
+    todo = [v for v in due_vins if v not in in_flight]
+    outcome.resumed = len(unfinished)
+
+    # 1. Entries an interrupted run left behind: pending ones are resubmitted with their key, the rest
+    # polled (an earlier run's webhook receiver is gone). 2. New batches for what is due, each written
+    # to the ledger just before its first submit.
+    batches: list[_Batch] = []
+    for entry in unfinished:
+        batch = _Batch(_chunk_vins(entry), entry["idempotency_key"], entry["vins_chunk"],
+                       origin=(entry["run_id"], entry["fetched_at"]), entered=True)
+        if not entry["batch_id"].startswith("pending:"):
+            batch.step, batch.job = "status", BatchJob(batchId=entry["batch_id"], status=entry["status"])
+        batches.append(batch)
+    for start in range(0, len(todo), batch_size):
+        key = uuid.uuid4().hex
+        batches.append(_Batch(todo[start : start + batch_size], key, str(batches_dir / f"{key}.parquet")))
+
+    async with contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(AsyncVehicleDataClient(settings, on_call=_to_batch,
+                                                                         interrupt=lambda: stops.stopping(API)))
+        webhooks = None
+        notify_url = webhook_url
+        if webhook_listen:
+            # Wait for the service's notification instead of polling (polling stays as a slow fallback).
+            # The service gets the URL with this run's secret token; the ledger keeps it without.
+            host, _, port = webhook_listen.rpartition(":")
+            webhooks = await stack.enter_async_context(BatchWebhookReceiver(host or "127.0.0.1", int(port or 0)))
+            webhook_url = webhook_url or webhooks.url
+            notify_url = webhooks.notify_url(webhook_url)
+        scheduler: Scheduler[_Batch] = Scheduler(stops, API, "recalls-batch-status",
+                                                 slots=min(MAX_BATCHES_IN_FLIGHT, len(batches)))
+        steps = _Steps(db, run_id, client, scheduler, outcome, stops, budget, webhooks, webhook_url, notify_url,
+                       poll_interval, on_progress, on_landed)
+        scheduler.add(Job(b, CallAttempts(idempotency_key=b.key if b.step == "submit" else None)) for b in batches)
+        await scheduler.run(steps.attempt, steps.stopped)
+    return outcome
+
+
+MAX_BATCHES_IN_FLIGHT = 4  # batch calls in flight at once: each carries up to 10,000 VINs (32 timed out here)
+WEBHOOK_LOOK = 1.0  # seconds between two looks for a batch's webhook delivery (no call is made)
+_calls_of: ContextVar[_Calls | None] = ContextVar("recall_batch_calls", default=None)
+
+
+def _to_batch(record: CallRecord) -> None:
+    """The client's call observer: the record goes to the batch whose step is running in this task."""
+    calls = _calls_of.get()
+    if calls is not None:
+        calls(record)
+
+
+@dataclass(eq=False)
+class _Batch:
+    """One ledger entry on its way: its VINs, idempotency key and VIN list, and its next step."""
+
+    vins: list[str]
+    key: str
+    chunk: str
+    origin: tuple[str, Any] | None = None  # (run, time) of the run that wrote a resumed entry
+    entered: bool = False  # its `pending:<key>` entry is in the ledger
+    step: str = "submit"  # submit -> status (again after each pause) -> results
+    job: BatchJob | None = None  # the last status read
+    reserved: bool = False  # its units are held in the budget until the submit is answered
+    notified: bool = False  # its webhook is awaited here
+    polling: BatchPolling | None = None
+    read_by: float = 0.0  # with a webhook: when the status is read anyway (a delivery may be lost)
+    calls: _Calls = field(default_factory=_Calls)
+
+
+class _Steps:
+    """The steps of a run's batches, as the scheduler's `attempt` and `stopped`."""
+
+    def __init__(self, db, run_id, client, scheduler, outcome, stops, budget, webhooks, webhook_url,  # noqa: ANN001
+                 notify_url, poll_interval, on_progress, on_landed) -> None:
+        self.db, self.run_id, self.client, self.scheduler, self.outcome = db, run_id, client, scheduler, outcome
+        self.stops, self.budget, self.webhooks, self.webhook_url = stops, budget, webhooks, webhook_url
+        self.notify_url, self.poll_interval, self.on_progress, self.on_landed = notify_url, poll_interval, on_progress, on_landed
+
+    async def attempt(self, job: Job[_Batch], leave: Pass) -> None:
+        batch = job.item
+        token = _calls_of.set(batch.calls)
+        batch.calls.hold(leave)
+        try:
+            if batch.step == "submit":
+                await self._submit(batch)
+            elif batch.step == "status":
+                await self._status(batch)
+            else:
+                await self._results(batch)
+        finally:  # a `RetryLater` passes through to the scheduler: the same step, later
+            batch.calls.hold(None)
+            _calls_of.reset(token)
+
+    def stopped(self, job: Job[_Batch], reason: str) -> None:
+        batch = job.item
+        if batch.reserved:
+            batch.reserved = False
+            self.budget.settle(len(batch.vins), 0)
+        self._pending(batch, reason)
+
+    def _next(self, batch: _Batch, step: str, after: float = 0.0) -> None:
+        batch.step = step
+        self.scheduler.add([Job(batch, not_before=time.monotonic() + after if after else 0.0)])
+
+    async def _submit(self, batch: _Batch) -> None:
+        outcome, key = self.outcome, batch.key
+        if not batch.entered:  # recorded in the ledger before it is sent
+            if outcome.stop_reason or not self.budget.reserve(len(batch.vins)):
+                outcome.stop_reason = outcome.stop_reason or "max-units reached"
+                outcome.pending += len(batch.vins)
+                return
+            batch.reserved = True
+            pl.DataFrame({"vin": batch.vins}).write_parquet(batch.chunk)
+            self.db.land("recall_batches", _ledger_row(None, batch_id=f"pending:{key}", status="submitting",
+                                                       idempotency_key=key, vins_count=len(batch.vins),
+                                                       vins_chunk=batch.chunk, webhook_url=self.webhook_url), self.run_id)
+            batch.entered = True
+        batch.calls.batch_id = f"pending:{key}"  # calls made before a batch id is known are filed under the entry
+        try:
+            job = await self.client.submit_recalls_batch(batch.vins, idempotency_key=key,
+                                                         webhook_url=self.notify_url or self.webhook_url)
+        except STOPPING_ERRORS as exc:
+            self.stopped(Job(batch), self.stops.refuse(API, exc))
+            return
+        except e.VehicleDataError as exc:
+            status = getattr(exc, "status", None)  # none when no answer came (a dropped connection, a timeout)
+            if batch.reserved:
+                batch.reserved = False
+                self.budget.settle(len(batch.vins), 0)
+            if status is not None and 400 <= status < 500:
+                # Refused for good: the same request would be refused again. End the entry, fail its VINs.
+                _refuse(self.db, self.run_id, batch.calls, batch.vins, key, batch.chunk, exc, outcome)
+                return
+            # Maybe accepted, maybe not: the ledger keeps the pending entry and its key, and the next run
+            # resubmits it (free if it went through).
+            self._pending(batch, self.stops.reason(API) or f"submit failed: {exc}")
+            return
+        failpoint("batch_submitted")  # crash tests: the service has the batch, the ledger has only `pending:<key>`
+        if batch.reserved:
+            batch.reserved = False
+            self.budget.settle(len(batch.vins), job.totalVins or len(batch.vins))
+        batch.calls.batch_id = job.batchId
+        records = _bill_first_acceptance(self.db, batch.calls.take(), job, key, batch.origin or (self.run_id, None))
+        frames = {
+            "recall_batches": _ledger_row(job, status=job.status_text, idempotency_key=key,
+                                          submitted_at=job.createdAt or _now(), vins_count=len(batch.vins),
+                                          vins_chunk=batch.chunk, webhook_url=self.webhook_url),
+            "api_calls": staging.api_calls_frame([(cid, r, at, job.batchId) for cid, r, at, _ in records]),
+        }
+        _count_calls(frames["api_calls"], outcome)
+        self.db.land_chunk(frames, self.run_id)
+        if batch.origin is None:
+            outcome.submitted += 1
+            if self.webhooks is not None:  # its delivery may come before its first status read
+                self.webhooks.expect(job.batchId)
+                batch.notified = True
+        batch.job = job
+        self._next(batch, "status")
+
+    async def _status(self, batch: _Batch) -> None:
+        assert batch.job is not None
+        batch_id = batch.job.batchId
+        batch.calls.batch_id = batch_id
+        if batch.notified and time.monotonic() < batch.read_by and self.webhooks is not None:
+            if not await self.webhooks.wait(batch_id, 0.05):  # no delivery yet: look again soon, call nothing
+                self._next(batch, "status", min(WEBHOOK_LOOK, batch.read_by - time.monotonic()))
+                return
+        try:
+            done = await self.client.recalls_batch_status(batch_id)
+            if not done.status.is_terminal:
+                batch.polling = batch.polling or BatchPolling(self.poll_interval)
+                pause = batch.polling.next_pause(done, notified=batch.notified)  # TimeoutError: too long
+                if batch.notified:
+                    batch.read_by = time.monotonic() + pause
+                    pause = min(pause, WEBHOOK_LOOK)
+                self._next(batch, "status", pause)
+                return
+        except STOPPING_ERRORS as exc:
+            self._pending(batch, self.stops.refuse(API, exc))
+            return
+        except (e.VehicleDataError, TimeoutError) as exc:
+            # Still in the ledger as unfinished: the next run polls it again instead of resubmitting.
+            self._pending(batch, self.stops.reason(API) or f"batch {batch_id} not finished: {exc}")
+            return
+        batch.job = done
+        if done.status.has_results or done.status is BatchStatus.FAILED:
+            self._next(batch, "results")
+        else:
+            self._land(batch, done, [])
+
+    async def _results(self, batch: _Batch) -> None:
+        assert batch.job is not None
+        done, items = batch.job, []
+        try:
+            results = await self.client.recalls_batch_results(done.batchId)
+            items, done = results.data.results, results.data.job.model_copy(update={"status_text": done.status_text})
+        except STOPPING_ERRORS as exc:
+            self._pending(batch, self.stops.refuse(API, exc))
+            return
+        except e.VehicleDataError:
+            pass  # landed without results: its VINs fail (retryable) and are due again next run
+        self._land(batch, done, items)
+
+    def _land(self, batch: _Batch, done: BatchJob, items: list[Any]) -> None:
+        """Land a batch's results with the ledger's final status."""
+        at = _now()
+        batch_id = done.batchId or (batch.job.batchId if batch.job else "")
+        seen = {i.vin for i in items}
+        missing = [v for v in dict.fromkeys(batch.vins) if v not in seen]
+        failures = [{"vin": v, "dataset": "recalls", "status": None,
+                     "message": f"batch {batch_id} ended {done.status_text} without a result for this VIN",
+                     "retryable": True, "attempts": 1, "fetched_at": at} for v in missing]
+        frames = {
+            "recall_checks": staging.recall_checks_from_batch(items, batch_id, at),
+            "fetch_status": fetch_status_frame("recalls", [(i.vin, at) for i in items], []),
+            "failures": staging.failures_frame(failures),
+            "recall_batches": _ledger_row(done, batch_id=batch_id, status=done.status_text or done.status.value,
+                                          completed_at=done.completedAt or at, processed_vins=len(items)),
+            "api_calls": staging.api_calls_frame(batch.calls.take()),
+            "raw_responses": staging.raw_responses_frame([{
+                "dataset": "recalls", "vin": None, "batch_id": batch_id, "endpoint": "recalls-batch-results",
+                "request_params": {"batchId": batch_id}, "status": 200,
+                "body": {"job": done.model_dump(mode="json", exclude={"batchToken"}), "results": [i.model_dump() for i in items]},
+                "fetched_at": at}]),
+        }
+        _count_calls(frames["api_calls"], self.outcome)
+        self.db.land_chunk(frames, self.run_id)
+        self.outcome.checked += len(items)
+        self.outcome.failed += len(missing)
+        Path(batch.chunk).unlink(missing_ok=True)  # landed: the ledger no longer needs the VIN list
+        self._done(batch)
+        if self.on_landed:
+            self.on_landed(batch_id)
+
+    def _pending(self, batch: _Batch, reason: str) -> None:
+        """Not finished this run: a `pending:` entry is resubmitted next run, a batch id polled again."""
+        self.outcome.stop_reason = self.outcome.stop_reason or reason
+        self.outcome.pending += len(batch.vins)
+        _land_calls(self.db, self.run_id, batch.calls, self.outcome)
+        if batch.job is not None:
+            self._done(batch)
+
+    def _done(self, batch: _Batch) -> None:
+        if batch.notified and self.webhooks is not None and batch.job is not None:
+            self.webhooks.forget(batch.job.batchId)
+        if self.on_progress:
+            self.on_progress(len(batch.vins))
+
+
+def _bill_first_acceptance(db, records, job, key, origin):  # noqa: ANN001
+    """Make the submit's records say what the service billed: its first acceptance, once.
+
+    A replayed answer costs nothing. If no record holds what the first acceptance cost, it is
+    an attempt of this call that got no answer (the service took it, the reply was lost), or a
+    call of the run that wrote the entry and died before recording it: that call is recorded
+    now, under that run (`origin`: its id and the entry's time), with an id made from the key
+    (so recording it twice changes nothing).
+    """
+    if not records or not records[-1][1].replayed or any(r.units for _, r, _, _ in records):
+        return records
+    billed = job.totalVins or 0
+    lost = next((i for i, (_, r, _, _) in enumerate(records) if r.status is None), None)
+    if lost is not None:
+        cid, record, at, batch = records[lost]
+        return [*records[:lost], (cid, replace(record, units=billed), at, batch), *records[lost + 1:]]
+    recorded = db.query("submit_units_recorded", batch_ids=[job.batchId, f"pending:{key}"]).item(0, 0)
+    if not recorded:
+        replay = records[-1][1]
+        first = replace(replay, attempt=1, latency_ms=None, units=billed, error=None, will_retry=False, replayed=False)
+        run, at = origin
+        frame = staging.api_calls_frame([(f"submit-{key}", first, at or records[0][2], job.batchId)])
+        db.land("api_calls", frame, run)
+    return records
+
+
+def _refuse(db, run_id, calls, vins, key, chunk_path, exc, outcome) -> None:  # noqa: ANN001
+    at = _now()
+    reason = f"refused at submit: {exc.status} {exc.message}"
+    failures = [{"vin": v, "dataset": "recalls", "status": exc.status, "message": f"recall batch {reason}",
+                 "retryable": False, "attempts": 1, "fetched_at": at} for v in dict.fromkeys(vins)]
+    frames = {
+        # `refused:<key>` replaces the `pending:<key>` entry (same idempotency key): no run resubmits it.
+        "recall_batches": _ledger_row(None, batch_id=f"refused:{key}", status="failed", idempotency_key=key,
+                                      vins_count=len(vins), completed_at=at, message=reason, fetched_at=at),
+        "failures": staging.failures_frame(failures),
+        "api_calls": staging.api_calls_frame(calls.take()),
+    }
+    _count_calls(frames["api_calls"], outcome)
+    db.land_chunk(frames, run_id)
+    if chunk_path:
+        Path(chunk_path).unlink(missing_ok=True)
+    outcome.failed += len(failures)
+
+
+def _land_calls(db: Database, run_id: str, calls: _Calls, outcome: RecallOutcome) -> None:
+    frame = staging.api_calls_frame(calls.take())
+    _count_calls(frame, outcome)
+    db.land_chunk({"api_calls": frame}, run_id)
+
+
+def _count_calls(frame: pl.DataFrame, outcome: RecallOutcome) -> None:
+    outcome.calls += frame.height
+    outcome.units += int(frame["units"].sum() or 0)
+
+
+def _drop_orphaned_vin_lists(batches_dir: Path, unfinished: list[dict[str, Any]]) -> None:
+    """Delete VIN lists no unfinished batch names: a kill left them behind.
+
+    A list is written before its `pending:` ledger entry lands and deleted after its results
+    land; a kill in either gap leaves a file that no run will ever read. This process holds the
+    database, so no other run is writing a list now.
+    """
+    named = {Path(entry["vins_chunk"]).name for entry in unfinished if entry.get("vins_chunk")}
+    for path in batches_dir.glob("*.parquet"):
+        if path.name not in named:
+            path.unlink(missing_ok=True)
+
+
+def _chunk_vins(entry: dict[str, Any]) -> list[str]:
+    path = entry.get("vins_chunk")
+    return pl.read_parquet(path)["vin"].to_list() if path and Path(path).is_file() else []
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

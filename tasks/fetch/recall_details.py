@@ -1,0 +1,210 @@
+"""Campaign details for VINs whose recall check found recalls.
+
+A batch answer only counts a VIN's recalls. By default (`match="vin"`) each such VIN
+gets `/v1/recalls?vin=`: the campaigns the service lists for that VIN (`matched_by =
+'vin'`, confirmed). `match="model"` is an opt-in saving: one `/v1/recalls-ymm` call
+(1 unit) lists every campaign of a model, and a VIN whose count equals the model's
+campaign count is given all of them (`matched_by = 'model'`): the count is the VIN's
+own, which campaigns it is are only likely. Every other VIN still gets `/v1/recalls`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import polars as pl
+
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings
+from connectors import errors as e
+
+from tasks.land import frames as staging
+from tasks.fetch.enrich import MAX_UNITS, Budget, ChunkResult, fetch_chunk
+from tasks.staging.journal import AnswerJournal
+from tasks.land.landing import land_enrichment
+from tasks.fetch.lanes import Lane
+from tasks.fetch.scheduler import Job, Scheduler
+from tasks.control.stops import STOPPING_ERRORS, Pass, Stops
+from tasks.store.database import Database
+
+
+MATCHES = ("vin", "model")  # `fleet refresh --recall-details`
+
+
+@dataclass
+class DetailsOutcome:
+    due: int = 0
+    by_model: int = 0  # VINs whose campaigns came from a year/make/model listing
+    by_vin: int = 0
+    failed: int = 0
+    pending: int = 0
+    calls: int = 0
+    units: int = 0
+    stop_reason: str | None = None
+
+
+async def fetch_recall_details(
+    db: Database,
+    run_id: str,
+    *,
+    settings: Settings,
+    budget: Budget | None = None,
+    concurrency: int = 32,
+    chunk_size: int = 1000,
+    stops: Stops | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    match: str = "vin",
+    journals: Path | None = None,
+    landed: asyncio.Queue[str | None] | None = None,
+) -> DetailsOutcome:
+    """`journals`: the folder where per-VIN lookups are journalled before they land (see tasks/staging/journal.py).
+
+    `landed`: the ids of recall batches as their results land, then None (tasks/fetch/recall_pipeline.py):
+    the details due now are looked up first, then each batch's as it lands, while the other batches
+    are still processed (by VIN only: a model listing needs the specs landed first).
+    """
+    if match not in MATCHES:
+        raise ValueError(f"recall details are matched by {' or '.join(MATCHES)}, not {match!r}")
+    if landed is not None and match != "vin":
+        raise ValueError("recall details are looked up as batches land only by VIN")
+    budget = budget or Budget(None)
+    stops = stops or Stops()
+    due = db.query("recall_details_due", run_id=run_id, batch_id=None).to_dicts()
+    outcome = DetailsOutcome(due=len(due))
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    per_vin: list[dict[str, Any]] = []
+    for row in due:
+        if match == "model" and row["year"] and row["make"] and row["model"]:
+            groups[(row["year"], row["make"].lower(), row["model"].lower())].append(row)
+        else:
+            per_vin.append(row)
+    listed = [rows for rows in groups.values() if _worth_a_listing(rows)]
+    per_vin.extend(r for rows in groups.values() if not _worth_a_listing(rows) for r in rows)
+    if listed:
+        per_vin.extend(await _by_model(db, run_id, listed, settings, budget, outcome, stops, concurrency, on_progress))
+    lane = Lane()  # a chunk with only waiting retries left hands them to the next one
+    taken = {row["vin"] for row in per_vin}
+
+    async def look_up(rows: list[dict[str, Any]]) -> None:
+        """Per-VIN lookups, one chunk of `chunk_size` at a time, each landed as it is done."""
+        chunks = [rows[start : start + chunk_size] for start in range(0, len(rows), chunk_size)]
+        for n, chunk in enumerate(chunks):
+            if outcome.stop_reason:
+                outcome.pending += len(chunk) + len(lane.adopt())
+                continue
+            journal = AnswerJournal.create(journals, run_id, "recall_details", secrets=(settings.api_key or "",)) if journals else None
+            with journal or contextlib.nullcontext(), lane.followed(n + 1 < len(chunks)):
+                result: ChunkResult = await fetch_chunk(
+                    "recall_details", chunk, settings=settings, concurrency=concurrency, budget=budget, stops=stops,
+                    on_progress=on_progress, journal=journal, lane=lane, follows=True,  # after the batch's results
+                )
+            land_enrichment(db, run_id, result)
+            if journal is not None:
+                journal.delete()  # landed
+            outcome.by_vin += len(result.found) + len(result.no_data)
+            outcome.failed += len(result.failed)
+            outcome.pending += len(result.pending)
+            outcome.calls += len(result.calls)
+            outcome.units += result.units
+            outcome.stop_reason = outcome.stop_reason or result.stop_reason
+
+    await look_up(per_vin)
+    while landed is not None and (batch_id := await landed.get()) is not None:
+        fresh = [r for r in db.query("recall_details_due", run_id=run_id, batch_id=batch_id).to_dicts()
+                 if r["vin"] not in taken]
+        taken.update(r["vin"] for r in fresh)
+        outcome.due += len(fresh)
+        await look_up(fresh)
+    return outcome
+
+
+def _worth_a_listing(rows: list[dict[str, Any]]) -> bool:
+    """A model listing settles only VINs whose count equals the model's campaign count, which is at least
+    the group's highest count: unless two VINs share that count, per-VIN lookups cost no more."""
+    top = max(r["recall_count"] for r in rows)
+    return sum(r["recall_count"] == top for r in rows) >= 2
+
+
+async def _by_model(db, run_id, groups, settings, budget, outcome, stops, concurrency,  # noqa: ANN001
+                    on_progress) -> list[dict[str, Any]]:
+    """List each model's campaigns once, `concurrency` listings at a time through the scheduler, each landed
+    as it is settled; return the VINs no listing could settle (they need a per-VIN lookup)."""
+    api = ENDPOINTS["recalls-ymm"].api
+    leftovers: list[dict[str, Any]] = []
+    calls: dict[int, list[tuple[str, CallRecord, datetime, str | None]]] = {}
+    reserved: set[int] = set()
+    scheduler: Scheduler[list[dict[str, Any]]] = Scheduler(stops, api, "recalls-ymm", slots=concurrency)
+
+    def settle(job: Job[list[dict[str, Any]]], pool: Any, listing: Any) -> None:
+        rows, spent = job.item, calls.pop(id(job), [])
+        units = sum(r.units for _, r, _, _ in spent)
+        if id(job) in reserved:
+            budget.settle(1, units)
+        at = _now()
+        settled = [r for r in rows if pool is not None and r["recall_count"] == len(pool)]
+        frames: dict[str, pl.DataFrame] = {"api_calls": staging.api_calls_frame(spent)}
+        if settled:
+            first = rows[0]
+            frames["recalls"] = staging.recalls_frame([(r["vin"], pool, at) for r in settled], matched_by="model")
+            frames["recall_checks"] = pl.DataFrame(
+                [{"vin": r["vin"], "checked_via": "model", "batch_id": None, "has_recalls": True,
+                  "recall_count": r["recall_count"], "campaigns_listed": True, "fetched_at": at} for r in settled],
+                schema=staging.RECALL_CHECK_SCHEMA, orient="row",
+            )
+            frames["raw_responses"] = staging.raw_responses_frame([{
+                "dataset": "recalls", "vin": None, "batch_id": None, "endpoint": "recalls-ymm",
+                "request_params": {"year": first["year"], "make": first["make"], "model": first["model"]},
+                "status": 200, "body": listing.raw, "fetched_at": at}])
+        if spent or settled:
+            db.land_chunk(frames, run_id)
+        outcome.calls += len(spent)
+        outcome.units += units
+        outcome.by_model += len(settled)
+        settled_vins = {r["vin"] for r in settled}
+        leftovers.extend(r for r in rows if r["vin"] not in settled_vins)
+        if on_progress:
+            on_progress(len(settled))
+
+    def stopped(job: Job[list[dict[str, Any]]], reason: str) -> None:
+        outcome.stop_reason = outcome.stop_reason or reason
+        settle(job, None, None)
+
+    async def attempt(job: Job[list[dict[str, Any]]], leave: Pass) -> None:
+        if id(job) not in reserved:
+            if not budget.reserve(1):
+                scheduler.halt(MAX_UNITS)
+                stopped(job, MAX_UNITS)
+                return
+            reserved.add(id(job))
+        spent = calls.setdefault(id(job), [])
+
+        def observe(record: CallRecord) -> None:
+            spent.append((uuid.uuid4().hex, record, _now(), None))
+            stops.observe(record.endpoint, record.status)
+            leave.answered(record.status)
+
+        first = job.item[0]
+        pool = listing = None
+        async with AsyncVehicleDataClient(settings, on_call=observe) as client:  # scheduled: never waits in place
+            try:
+                listing = await client.recalls_by_model(first["year"], first["make"], first["model"])
+                pool = listing.data.recalls
+            except STOPPING_ERRORS as exc:
+                outcome.stop_reason = outcome.stop_reason or stops.refuse(api, exc)
+            except e.VehicleDataError:
+                pass  # not enabled, not found, or failing: the per-VIN route still works
+        settle(job, pool, listing)
+
+    scheduler.add((Job(rows) for rows in groups), follows=True)  # after the batch's results
+    await scheduler.run(attempt, stopped)
+    return leftovers
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,92 @@
+"""A refresh's plan made without writing anything: what `--dry-run` answers, and what `fleet refresh`
+prints before Prefect starts.
+
+The fleet is read as the ingest reads it, and the roster lands, through the usual landing, in a DuckDB
+database in memory that has our schema and in which every other table is a view of the published
+database (`--db`) attached read-only. There the refresh's own functions settle the plate rows and make
+the plan (`settle_at_ingest`, `make_plan`), their staged lists going to a temporary folder. A database
+that does not exist yet reads as an empty one: everything is due. Nothing beside `--db` is opened for
+writing: no working store, lock, progress file or staging folder. Neither Prefect nor the service is
+needed, so a dry run answers in about the time it takes to read the file.
+
+The published snapshot may be a little behind the working store (a long run publishes every few
+minutes): a run follows the plan it makes once it holds the lock, from the working store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tasks.ingest.fleet_files import IngestResult
+from tasks.plan.due import Plan, make_plan, parse_freshness
+from tasks.fetch.plates import settle_at_ingest
+from tasks.store.database import Database
+from tasks.outputs.summary import plan_text, start_summary
+
+# Tables the preview keeps its own (the fleet file's roster is planned as read, never landed); every other
+# table is the published one.
+OWN_TABLES = ("vehicles", "rejected_rows", "schema_migrations")
+
+
+@dataclass
+class Preview:
+    summary: dict[str, Any]  # as a run's summary: status `planned` (or `refused` over --max-units)
+    plan: str  # the plan as the user reads it (`plan_text`)
+
+
+@contextlib.contextmanager
+def read_only_view(db_path: str | Path) -> Iterator[Database]:
+    """An in-memory database with our schema whose tables (but OWN_TABLES) read the published `db_path`."""
+    view = Database(":memory:")
+    try:
+        if Path(db_path).is_file():
+            con = view.connection
+            con.execute("ATTACH $path AS published (READ_ONLY)", {"path": str(db_path)})
+            published = {row[0] for row in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'published' AND schema_name = 'main'"
+            ).fetchall()}
+            mine = {row[0] for row in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory' AND schema_name = 'main'"
+            ).fetchall()}
+            for table in sorted((published & mine) - set(OWN_TABLES)):  # names from the catalogs, not from input
+                con.execute(f'DROP TABLE main."{table}"')
+                con.execute(f'CREATE VIEW main."{table}" AS SELECT * FROM published.main."{table}"')
+        yield view
+    finally:
+        view.close()
+
+
+def preview_refresh(
+    fleet: IngestResult,
+    db_path: str | Path,
+    run_id: str,
+    datasets: list[str],
+    *,
+    force: bool = False,
+    freshness: dict[str, str] | None = None,
+    plates: bool = True,
+    max_units: int | None = None,
+) -> Preview:
+    """The plan of refreshing `fleet` (read by `read_fleet`) into `db_path`, computed without writing."""
+    with read_only_view(db_path) as view, tempfile.TemporaryDirectory(prefix="fleet-plan-") as folder:
+        roster, counts = fleet.roster, fleet.summary()
+        waiting = Path(folder) / "plates_waiting.parquet"
+        if fleet.plates.height:  # settled as the ingest settles them; the rest would be looked up
+            roster, _, counts = settle_at_ingest(view, fleet, enabled=plates, waiting_path=waiting)
+        # Planned from the roster as read, not landed: landing a million-row roster costs more time and
+        # memory than the rest of the dry run (make_plan gives the same plan either way: tests/tasks/test_plan.py).
+        plan: Plan = make_plan(view, run_id, datasets, Path(folder) / "due", force=force,
+                               freshness=parse_freshness(freshness), plates_waiting=waiting, roster=roster)
+        summary = start_summary(run_id, counts, plan)
+        text = plan_text(plan)
+    refused = max_units is not None and plan.estimated_units > max_units
+    summary["status"] = "refused" if refused else "planned"
+    if refused:
+        summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {max_units}: "
+                              "nothing was called")
+    return Preview(summary, text)

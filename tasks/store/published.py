@@ -1,0 +1,132 @@
+"""The published database and the working store beside it.
+
+The file at `--db` (default `data/fleet.duckdb`) is what analysts, notebooks and BI tools open:
+read-only, any number of them, at any time. No run ever writes it. Runs work in their own store
+beside it and publish: CHECKPOINT the working store, copy it to a temporary file in the same
+folder, fsync, and rename the copy onto `--db` (`os.replace`, atomic). A reader keeps the snapshot
+it opened until it reconnects (on Linux the replaced file lives on while anyone holds it open).
+
+The files beside `--db`:
+  <db>                  the published snapshot
+  <db>.working          the runs' store (and DuckDB's <db>.working.wal); only the lock holder opens it
+  <db>.publishing       a snapshot being copied, renamed onto <db> once complete
+  <db>.lock             the run lock (tasks/run/lock.py)
+  <db>.progress.json    what the live run is doing (tasks/run/progressfile.py)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from tasks.store.database import QUERY_NAME, SQL_DIR, DatabaseError, _bind, _read_sql, _statements, open_database
+
+
+def working_path(db: str | Path) -> Path:
+    return Path(str(db) + ".working")
+
+
+def publishing_path(db: str | Path) -> Path:
+    return Path(str(db) + ".publishing")
+
+
+def _wal(path: str | Path) -> Path:
+    return Path(str(path) + ".wal")  # where DuckDB keeps a file's write-ahead log
+
+
+def exists(db: str | Path) -> bool:
+    """Whether there is a database at `db`: published, or only a working store so far."""
+    return Path(db).is_file() or working_path(db).is_file()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def seed_working(db: str | Path) -> bool:
+    """Start the working store from the published file when there is none (a database from before
+    the working store existed, or one whose working store was removed). True when seeded."""
+    published, working = Path(db), working_path(db)
+    if working.exists() or not published.is_file():
+        return False
+    _wal(working).unlink(missing_ok=True)  # a log without its file belongs to nothing
+    if _wal(published).exists():  # written by a version that wrote --db itself: replayed on open
+        shutil.copyfile(_wal(published), _wal(working))
+    seeding = Path(str(working) + ".seeding")
+    shutil.copyfile(published, seeding)
+    _fsync(seeding)
+    os.replace(seeding, working)
+    return True
+
+
+def publish(db: str | Path) -> datetime:
+    """Publish the working store of `db` into `db` as one consistent snapshot; returns when.
+
+    The copy is made under the store's lock, so no landing commits half-way through it; a file
+    someone holds open is never written, only replaced.
+    """
+    target, temporary = Path(db), publishing_path(db)
+    with open_database(db) as store:
+        with store._lock:  # the Database's own lock: landings wait while the file is copied
+            store.connection.execute("CHECKPOINT")
+            wal = _wal(store.path)
+            if wal.exists() and wal.stat().st_size:
+                raise DatabaseError(f"{store.path}: the checkpoint left a write-ahead log behind; not published")
+            shutil.copyfile(store.path, temporary)
+    _fsync(temporary)
+    # A log left by a version that wrote --db itself would be replayed into the new file by readers.
+    _wal(target).unlink(missing_ok=True)
+    os.replace(temporary, target)
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself survives a power cut
+    finally:
+        os.close(directory)
+    return datetime.now(timezone.utc)
+
+
+class Published:
+    """A read-only connection to the published snapshot, with the named queries of `sql/queries/`.
+
+    What read-only commands (`fleet status`) use: it never opens the working store, never writes.
+    """
+
+    def __init__(self, db: str | Path):
+        self.path = str(db)
+        try:
+            self.connection = duckdb.connect(self.path, read_only=True)
+        except duckdb.Error as exc:
+            raise DatabaseError(f"{self.path}: cannot open the published database read-only ({exc})") from None
+        self.connection.execute("SET TimeZone = 'UTC'")
+
+    def query(self, name: str, **params: Any) -> pl.DataFrame:
+        if not QUERY_NAME.match(name) or not (SQL_DIR / "queries" / f"{name}.sql").is_file():
+            raise DatabaseError(f"no named query {name!r} in sql/queries/")
+        statements = _statements(_read_sql("queries", f"{name}.sql"))
+        for statement in statements[:-1]:
+            self.connection.execute(statement, _bind(statement, params))
+        last = statements[-1]
+        return pl.from_arrow(self.connection.sql(last, params=_bind(last, params)).to_arrow_table())  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> "Published":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_published(db: str | Path) -> Published:
+    return Published(db)
