@@ -49,7 +49,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from prefect import flow
 
-    from tasks.run.session import holds_run_lock
+    from tasks.run.context import holds_run_lock
     from tasks.control.signals import cancellable
 
     from .naming import as_flow_run, records_failure, run_name
@@ -93,7 +93,7 @@ def _backfill_fleet(
     parameters = {"datasets": chosen, "vins": len(vins) if vins is not None else None, "vins_file": vins_file,
                   "failures_of": failures_of,
                   "all_failures": all_failures, "max_units": max_units, "chunk_size": chunk_size}
-    plan = Plan.from_dict(plan_backfill(db, run_id, chosen, vins, vins_file, failures_of, all_failures, parameters))
+    plan = Plan.from_dict(plan_backfill(run_id, chosen, vins, vins_file, failures_of, all_failures, parameters))
     if by_failures and not datasets:  # only the datasets that had failures
         plan.datasets = {k: d for k, d in plan.datasets.items() if d.due}
     summary = start_summary(run_id, _vin_counts(plan), plan, kind="backfill")
@@ -106,14 +106,14 @@ def _backfill_fleet(
                 counts["pending"] += length
                 counts["stop_reason"] = counts["stop_reason"] or CANCELLED
                 continue
-            result = fetch_dataset_chunk(db, run_id, FETCHED_AS.get(dataset, dataset), due.path, offset, length,
+            result = fetch_dataset_chunk(run_id, FETCHED_AS.get(dataset, dataset), due.path, offset, length,
                                          concurrency, budget)
             budget = budget_left(budget, record_chunk(counts, result))
     if "recalls" in plan.datasets and plan.datasets["recalls"].due:
-        record_recall_checks(db, run_id)
+        record_recall_checks(run_id)
 
     final_status(summary, cancelled=cancelled(run_id))
-    return finish_refresh(db, run_id, summary, lake)
+    return finish_refresh(run_id, summary, lake)
 
 
 def _reparse_raw_responses(
@@ -133,7 +133,7 @@ def _reparse_raw_responses(
 
     run_id = run_id or new_run_id()
     chosen = list(datasets or REPARSE_DATASETS)
-    held = start_reparse(db, run_id, chosen, {"datasets": chosen, "chunk_size": chunk_size})
+    held = start_reparse(run_id, chosen, {"datasets": chosen, "chunk_size": chunk_size})
     summary: dict[str, Any] = {
         "run_id": run_id, "kind": "reparse", "status": "running", "ingest": {}, "estimated_units": 0, "units": 0,
         "calls": 0, "datasets": {}, "message": None,
@@ -146,7 +146,7 @@ def _reparse_raw_responses(
             if cancelled(run_id):  # what is re-parsed stays; the rest keeps its rows as they were
                 counts["pending"] += min(chunk_size, held[dataset] - offset)
                 continue
-            parsed = reparse_chunk(db, dataset, offset, min(chunk_size, held[dataset] - offset))
+            parsed = reparse_chunk(run_id, dataset, offset, min(chunk_size, held[dataset] - offset))
             add_counts(counts, found=parsed["found"], no_data=parsed["skipped"], failed=parsed["failed"])
             skipped += parsed["skipped"]
         summary["datasets"][dataset] = counts
@@ -155,7 +155,7 @@ def _reparse_raw_responses(
                               "which VINs they settled is not part of the answer)")
     failed = sum(d["failed"] for d in summary["datasets"].values())
     summary["status"] = "cancelled" if cancelled(run_id) else "partial" if failed else "completed"
-    return finish_refresh(db, run_id, summary, lake)
+    return finish_refresh(run_id, summary, lake)
 
 
 def _vin_counts(plan: Any) -> dict[str, int]:
@@ -188,8 +188,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_backfill(args: argparse.Namespace) -> int:
-    from tasks.store import published as store
-    from tasks.run.session import new_run_id
+    from tasks.store import files as store
+    from tasks.run.context import new_run_id
 
     from .checks import check_backfill, datasets as check_datasets
 
@@ -215,27 +215,28 @@ def run_backfill(args: argparse.Namespace) -> int:
 def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None, run_id: str) -> int:
     from tasks.control import progress
     from tasks.control.signals import RunCancelled, cancel_on_signals
-    from tasks.store.database import DatabaseError, open_database
     from tasks.outputs.summary import report
+    from tasks.run.context import current
+    from tasks.store.database import DatabaseError
 
     vins = None
     try:
-        with open_database(args.db) as db:
-            if args.vins or args.vins_file:
-                from tasks.steps.backfill_tasks import check_vins, read_vins_file  # imports Prefect: a flow will run
+        db = current(run_id).store  # the run context's store, held since the lock was taken
+        if args.vins or args.vins_file:
+            from tasks.steps.backfill_tasks import check_vins, read_vins_file  # imports Prefect: a flow will run
 
-                given = [v for item in args.vins for v in item.split(",") if v.strip()]
-                if args.vins_file:
-                    given = read_vins_file(args.vins_file)
-                vins, refused = check_vins(db, given)
-                if refused:
-                    return _fail("not on the roster and not valid VINs: "
-                                 + ", ".join(f"{raw} ({reason})" for raw, reason in refused))
-                if not vins:
-                    return _fail("no VINs given")
-            if args.failures_of and not db.query("run_started_at", run_id=args.failures_of).height:
-                return _fail(f"no run {args.failures_of!r} in {args.db}")
-            idle = _nothing_to_do(db, args, datasets)
+            given = [v for item in args.vins for v in item.split(",") if v.strip()]
+            if args.vins_file:
+                given = read_vins_file(args.vins_file)
+            vins, refused = check_vins(db, given)
+            if refused:
+                return _fail("not on the roster and not valid VINs: "
+                             + ", ".join(f"{raw} ({reason})" for raw, reason in refused))
+            if not vins:
+                return _fail("no VINs given")
+        if args.failures_of and not db.query("run_started_at", run_id=args.failures_of).height:
+            return _fail(f"no run {args.failures_of!r} in {args.db}")
+        idle = _nothing_to_do(db, args, datasets)
     except (ValueError, DatabaseError) as exc:
         return _fail(str(exc))
     if idle:  # answered without a service, a flow or Prefect, and recorded as no run

@@ -159,7 +159,7 @@ def new_database_vins(db: str, given: list[str]) -> None:
 
     With a database, VINs on its roster are accepted whatever they look like: that check runs under the lock.
     """
-    from tasks.store.published import exists
+    from tasks.store.files import exists
     from tasks.ingest.vins import reject_reason
 
     if exists(db):

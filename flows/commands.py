@@ -95,7 +95,7 @@ def run_refresh(args: argparse.Namespace) -> int:
         fleet = read_fleet(args.paths, vin_column=args.vin_column)
     except FleetFileError as exc:
         raise CommandError(str(exc)) from None
-    from tasks.run.session import new_run_id
+    from tasks.run.context import new_run_id
 
     if args.dry_run:  # needs no lock, no service and no Prefect: the plan, from the published database read-only
         return _dry_run(args, fleet, datasets, freshness, new_run_id())
@@ -139,10 +139,16 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
         # A stop signal before the flow starts ends the command at once (nothing called); after, it cancels the run.
         with cancel_on_signals(run_id, started=False) as signals:
             # The plan first, from the published database read-only, while nothing has started yet.
-            plan = preview_refresh(fleet, args.db, run_id, datasets, force=args.force, freshness=freshness or None,
-                                   plates=args.plates, max_units=args.max_units).plan
+            preview = preview_refresh(fleet, args.db, run_id, datasets, force=args.force, freshness=freshness or None,
+                                      plates=args.plates, max_units=args.max_units)
+            plan = preview.plan
             if not args.json:
                 print(plan, file=sys.stderr, flush=True)
+            # Nothing due: answered here, with no service and no Prefect server to start (tasks/steps/refresh_steps.py).
+            idle = _answer_without_calls(args, run_id, datasets, freshness) if preview.nothing_due else None
+            if idle is not None:
+                report(idle, args.json)
+                return exit_code(idle)
             # Worker processes (--workers) take the run's retry window from the environment they inherit.
             os.environ["FLEET_RETRY_WINDOW"] = "off" if math.isinf(args.retry_window) else str(args.retry_window)
             with service_settings():
@@ -172,6 +178,18 @@ def _refresh_holding_lock(args: argparse.Namespace, datasets: list[str], freshne
         progress.use(progress.Silent())
     report(summary, args.json)
     return exit_code(summary)
+
+
+def _answer_without_calls(args: argparse.Namespace, run_id: str, datasets: list[str],
+                          freshness: dict[str, str]) -> dict[str, Any] | None:
+    from tasks.run.context import current
+    from tasks.steps.refresh_steps import answer_without_calls
+
+    options = {"datasets": datasets, "force": args.force, "freshness": freshness or None, "vin_column": args.vin_column,
+               "plates": args.plates, "lake": args.lake or None, "max_units": args.max_units, "dry_run": False,
+               "chunk_size": args.chunk_size, "batch_size": args.batch_size, "recall_details_by": args.recall_details,
+               "value_move": args.value_move}  # recorded as the run's parameters, as the flow records them
+    return answer_without_calls(current(run_id), args.paths, options)
 
 
 def start_prefect() -> None:

@@ -33,19 +33,16 @@ from typing import Any
 from prefect.futures import PrefectFuture
 
 from tasks.control import progress
-from tasks.steps.refresh_tasks import fetch_staged_chunk, land_staged_chunk, staging_dir
-from tasks.staging.journal import answers_dir
+from tasks.steps.refresh_tasks import fetch_staged_chunk, land_staged_chunk
 from tasks.plan.due import read_slice
-from tasks.staging.area import is_remote, run_prefix
+from tasks.staging.area import StagingArea
 
 
 @dataclass
 class Fetchers:
-    db: str
-    run_id: str
+    staging: StagingArea
     workers: int | None = None
     dask: str | None = None
-    staging: str | None = None
     pids: set[int] = field(default_factory=set)  # the processes that fetched (the summary's `fetched_in`)
     _stack: ExitStack = field(default_factory=ExitStack)
     _runner: Any = None
@@ -55,11 +52,9 @@ class Fetchers:
         """Per dataset: one more than there are fetchers, so one fetches while the flow lands another."""
         return (self.workers or (2 if self.dask else 1)) + 1
 
-    def where(self) -> str:
-        """The staged files' location for this run (a local folder, or a prefix on object storage)."""
-        if self.staging:  # object storage: the fetch task puts each file under the run's prefix there
-            return self.staging if is_remote(self.staging) else run_prefix(self.staging, self.run_id)
-        return str(answers_dir(staging_dir(self.db, self.run_id)))
+    @property
+    def run_id(self) -> str:
+        return self.staging.run_id
 
     def __enter__(self) -> "Fetchers":
         if self.dask:
@@ -79,14 +74,14 @@ class Fetchers:
                budget: int | None) -> PrefectFuture:
         assert due_path is not None  # only a dataset with something due has chunks
         parameters = dict(run_id=self.run_id, dataset=dataset, rows=read_slice(due_path, offset, length), offset=offset,
-                          length=length, concurrency=concurrency, budget_left=budget, staging=self.where())
+                          length=length, concurrency=concurrency, budget_left=budget, staging=self.staging.fetch_target())
         if self._runner is None:
             return fetch_staged_chunk.submit(**parameters)  # type: ignore[call-overload]
         return self._runner.submit(fetch_staged_chunk, parameters)
 
     def land(self, dataset: str, staged: dict[str, Any]) -> None:
         """Land what a fetch task staged (one writer: this process)."""
-        land_staged_chunk(self.db, self.run_id, dataset, staged["staged"])
+        land_staged_chunk(self.run_id, dataset, staged["staged"])
         if staged["pid"] != os.getpid():  # fetched elsewhere: nobody advanced this process's bars
             progress.current().advance(dataset, sum(staged[k] for k in ("found", "no_data", "failed", "pending")))
         self.pids.add(staged["pid"])

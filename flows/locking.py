@@ -10,13 +10,13 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tasks.run.session import RunSession
+    from tasks.run.context import RunSession
 
 
 def hold_or_refuse(db: str, run_id: str, command: str, wait: bool) -> "RunSession | int":
     """The held session; a CommandError (exit code 75 when another run holds `db`) when it cannot be taken."""
     from tasks.run.lock import EX_TEMPFAIL, RunLocked
-    from tasks.run.session import hold_run
+    from tasks.run.context import hold_run
     from tasks.store.database import DatabaseError
 
     from .checks import CommandError

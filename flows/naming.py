@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
-from tasks.run.session import new_run_id
+from tasks.run.context import new_run_id
 
 from .apikey import key_for_this_run
 
@@ -130,10 +130,9 @@ def failure_message(exc: BaseException) -> str:
 
 
 def _record_failure(db: str, run_id: str, exc: BaseException) -> None:
-    from tasks.store.database import open_database
+    from tasks.run.context import current
 
     try:
-        with open_database(db) as database:
-            database.fail_run(run_id, failure_message(exc), datetime.now(UTC))
+        current(run_id).store.fail_run(run_id, failure_message(exc), datetime.now(UTC))
     except Exception as again:  # noqa: BLE001 - the run's own error is the one to raise
         logger.warning("could not record run %s as failed: %s", run_id, again)

@@ -21,12 +21,12 @@ from flows.defaults import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE  # absol
 from flows.naming import as_flow_run, records_failure, run_name
 from flows.processes import die_with_parent_process
 
-from tasks.outputs.changes import notify_changes
+
 from tasks.datasets import LiveNames, names
 from tasks.plan.due import DEFAULT_DATASETS, Plan
 from tasks.control.retry_window import DEFAULT_SECONDS as DEFAULT_RETRY_WINDOW
 from tasks.control.stops import CANCELLED, for_run
-from tasks.run.session import holds_run_lock
+from tasks.run.context import current, holds_run_lock
 from tasks.control.signals import cancellable, cancelled
 from tasks.outputs.summary import (add_counts, budget_left, final_status, record_batch, record_chunk, record_plates, replan,
                            start_summary)
@@ -34,6 +34,7 @@ from tasks.steps.refresh_tasks import (
     check_recalls,
     finish_refresh,
     ingest_fleet,
+    notify_changes,
     plan_dry_run,
     plan_refresh,
     recall_details,
@@ -136,17 +137,18 @@ def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], m
                   "freshness": freshness, "chunk_size": chunk_size, "batch_size": batch_size,
                   "recall_details_by": recall_details_by, "plates": plates,
                   "value_move": value_move}  # read by the landing's change detection (sql/changes/); never the notify URL
-    ingest = ingest_fleet(paths, db, run_id, vin_column, parameters, plates)
-    plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness, staging))
+    staging_area = current(run_id).use_staging(staging)  # the run's store and staging area (tasks/run/context.py)
+    ingest = ingest_fleet(paths, run_id, vin_column, parameters, plates)
+    plan = Plan.from_dict(plan_refresh(run_id, datasets, force, freshness))
     summary = start_summary(run_id, ingest, plan)
 
     if max_units is not None and plan.estimated_units > max_units:
         if plan.plates:  # nothing is called: rows waiting for a plate lookup are rejected as not looked up
-            record_plates(summary, resolve_plates(db, run_id, plan.plates.path, False, None, concurrency), None)
+            record_plates(summary, resolve_plates(run_id, plan.plates.path, False, None, concurrency), None)
         summary["status"] = "refused"
         summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {max_units}: "
                               "nothing was called")
-        return finish_refresh(db, run_id, summary, None)
+        return finish_refresh(run_id, summary, None)
 
     # Without a budget, the recall batch is processed by the service while per-VIN chunks run, and
     # the datasets' chunks run side by side (see fetch_side_by_side). With --max-units everything
@@ -154,22 +156,22 @@ def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], m
     parallel = max_units is None
     budget = max_units
     if plan.plates:  # the VINs behind plates join the roster first, then every dataset is planned with them
-        found = resolve_plates(db, run_id, plan.plates.path, True, budget, concurrency)
+        found = resolve_plates(run_id, plan.plates.path, True, budget, concurrency)
         budget = record_plates(summary, found, budget)
         if found["valid"]:
-            plan = Plan.from_dict(plan_refresh(db, run_id, datasets, force, freshness, staging))
+            plan = Plan.from_dict(plan_refresh(run_id, datasets, force, freshness))
             replan(summary, plan)
     recalls = plan.datasets.get("recalls")
     batch = None
     if recalls is not None:
         # Per-VIN campaign lookups need only the batches: each batch's start as it lands, beside the other datasets.
         pipelined = concurrency if parallel and recall_details_by == "vin" else None
-        batch = check_recalls.submit(db, run_id, recalls.path, batch_size, webhook_url, budget, webhook_listen, pipelined)
+        batch = check_recalls.submit(run_id, recalls.path, batch_size, webhook_url, budget, webhook_listen, pipelined)
         if not parallel:
             budget = record_batch(summary, batch.result(), budget)
 
     lanes = {d: deque(plan.datasets[d].chunks(chunk_size)) for d in ORDER if d in plan.datasets and d != "recalls"}
-    with Fetchers(db, run_id, workers=workers, dask=dask, staging=staging) as fetchers:  # see flows/fetchers.py
+    with Fetchers(staging_area, workers=workers, dask=dask) as fetchers:  # see flows/fetchers.py
         if parallel:
             fetch_side_by_side(lanes, summary, fetchers, plan, concurrency)
         while not parallel and any(lanes.values()):  # one chunk of each dataset in turn, each task seeing the budget left
@@ -193,12 +195,12 @@ def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], m
         if parallel:
             budget = record_batch(summary, checked, budget)
         # Campaign details by model group VINs by the specs landed above, so they come last.
-        outcome = checked.get("details") or recall_details(db, run_id, budget, concurrency, recall_details_by)
+        outcome = checked.get("details") or recall_details(run_id, budget, concurrency, recall_details_by)
         summary["recall_details"] = outcome
         add_counts(summary, calls=outcome["calls"], units=outcome["units"])
 
     final_status(summary, cancelled=cancelled(run_id))
-    summary = finish_refresh(db, run_id, summary, lake)
+    summary = finish_refresh(run_id, summary, lake)
     if notify:  # the run's changes to a webhook; nothing is posted when nothing changed
-        summary["notification"] = notify_changes(db, run_id, notify)
+        summary["notification"] = notify_changes(run_id, notify)
     return summary

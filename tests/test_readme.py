@@ -19,7 +19,7 @@ import polars as pl
 import pytest
 
 from tasks.store.database import open_database
-from tasks.store.published import publish
+from tasks.store.published import publish_file as publish
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

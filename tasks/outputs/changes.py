@@ -1,7 +1,7 @@
 """What a run changed (the `changes` table, written as its answers landed: sql/changes/).
 
 Reads the counts a run summary leads with, builds the message `--notify` posts (JSON with a
-Slack-compatible `text`), and the task that posts it through connectors/notify.py.
+Slack-compatible `text`), posted by the task in tasks/steps/refresh_tasks.py through connectors/notify.py.
 """
 
 from __future__ import annotations
@@ -9,13 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from prefect import get_run_logger, task
-from prefect.cache_policies import NONE
-
-from connectors import Settings
-from connectors.notify import post_json
-
-from tasks.store.database import Database, open_database
+from tasks.store.database import Database
 from tasks.outputs.summary import change_lines
 
 PARK_NOW_LISTED = 10  # vehicles named in the summary and the message's text; the rows list them all
@@ -56,20 +50,3 @@ def change_message(db: Database, run_id: str, kind: str = "refresh") -> dict[str
                       *change_lines(figures, strong=lambda s: f"*{s}*")])
     return {"text": text, "run_id": run_id, "kind": kind, **figures, "changes": rows,
             "truncated": figures["total"] > len(rows)}
-
-
-@task(name="notify-changes", cache_policy=NONE, persist_result=False, retries=0)
-def notify_changes(db_path: str, run_id: str, url: str, kind: str = "refresh") -> dict[str, Any]:
-    """Post the run's changes to `url`, once; nothing when nothing changed. A failed post fails nothing."""
-    with open_database(db_path) as db:
-        message = change_message(db, run_id, kind)
-    if not message["total"]:
-        return {"sent": False, "reason": "nothing changed"}
-    delivery = post_json(url, message, idempotency_key=f"fleet-changes-{run_id}",
-                         secrets=(Settings.from_env().api_key or "",))
-    logger = get_run_logger()
-    if delivery.sent:  # the target is scheme://host only: a webhook's path is often its credential
-        logger.info("posted %d changes to %s", message["total"], delivery.target)
-    else:
-        logger.warning("could not post the changes to %s: %s", delivery.target, delivery.error)
-    return delivery.to_dict()

@@ -37,6 +37,7 @@ OWN_TABLES = ("vehicles", "rejected_rows", "schema_migrations")
 class Preview:
     summary: dict[str, Any]  # as a run's summary: status `planned` (or `refused` over --max-units)
     plan: str  # the plan as the user reads it (`plan_text`)
+    nothing_due: bool = False  # no dataset has a VIN due and no plate needs a lookup
 
 
 @contextlib.contextmanager
@@ -84,9 +85,10 @@ def preview_refresh(
                                freshness=parse_freshness(freshness), plates_waiting=waiting, roster=roster)
         summary = start_summary(run_id, counts, plan)
         text = plan_text(plan)
+        nothing_due = not plan.plates and not any(d.due for d in plan.datasets.values())
     refused = max_units is not None and plan.estimated_units > max_units
     summary["status"] = "refused" if refused else "planned"
     if refused:
         summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {max_units}: "
                               "nothing was called")
-    return Preview(summary, text)
+    return Preview(summary, text, nothing_due)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -95,3 +96,69 @@ def leftovers(staging: str, run_id: str) -> list[str]:
     fs = _fs(staging)
     prefix = run_prefix(staging, run_id)
     return [str(p) for p in fs.find(prefix)] if fs.exists(prefix) else []
+
+
+ANSWERS = "answers"  # a run's journals: <staging>/<run_id>/answers/
+JOURNAL_SUFFIX = ".arrows"  # tasks/staging/journal.py writes them
+RECALL_BATCHES = "recall_batches"  # batch VIN lists outlive a run: an interrupted batch is resumed by the next one
+
+
+@dataclass(frozen=True)
+class StagingArea:
+    """A run's staging area: the only code that knows its layout.
+
+        <db folder>/staging/<run_id>/due_<dataset>.parquet    the plan's due lists (per run)
+        <db folder>/staging/<run_id>/plates_waiting.parquet   rows waiting for a plate lookup
+        <db folder>/staging/<run_id>/answers/*.arrows         the fetch tasks' answer journals
+        <db folder>/staging/recall_batches/                   recall batches' VIN lists (outlive a run)
+        <remote>/<run_id>/answers/                            with `--staging s3://...`: the journals, put there
+    """
+
+    root: Path
+    run_id: str
+    remote: str | None = None
+
+    @classmethod
+    def beside(cls, db: str | Path, run_id: str, remote: str | None = None) -> "StagingArea":
+        return cls(Path(db).resolve().parent / "staging", run_id, remote)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / self.run_id
+
+    @property
+    def answers(self) -> Path:
+        """Where this run's journals land on this machine."""
+        return self.run_dir / ANSWERS
+
+    @property
+    def batches(self) -> Path:
+        return self.root / RECALL_BATCHES
+
+    @property
+    def plates_waiting(self) -> Path:
+        """Rows with a plate instead of a VIN, staged by the ingest for the plate lookups."""
+        return self.run_dir / "plates_waiting.parquet"
+
+    def fetch_target(self) -> str:
+        """Where fetch tasks leave their staged files: the run's answers folder, or the object-storage location."""
+        if self.remote:
+            return self.remote if is_remote(self.remote) else run_prefix(self.remote, self.run_id)
+        return str(self.answers)
+
+    def remove_leftovers(self) -> list[Path]:
+        """Due lists other runs left behind; call it only holding the run lock (no other run is alive then)."""
+        removed = []
+        for leftover in self.root.glob("*"):
+            if leftover.is_dir() and leftover != self.batches and leftover.name != self.run_id:
+                shutil.rmtree(leftover, ignore_errors=True)
+                removed.append(leftover)
+        return removed
+
+    def has_journals(self) -> bool:
+        return any(self.answers.glob(f"*{JOURNAL_SUFFIX}"))
+
+    def finish(self) -> None:
+        """The run is over: its due lists go; answers not landed stay for the next run."""
+        if not self.has_journals():
+            shutil.rmtree(self.run_dir, ignore_errors=True)

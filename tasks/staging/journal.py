@@ -41,13 +41,14 @@ from connectors.errors import MalformedResponseError
 from connectors.redact import REDACTED
 
 from tasks.staging import area as staging_store
+from tasks.staging.area import JOURNAL_SUFFIX
 from tasks.fetch.enrich import DATASETS, ChunkResult
 from tasks.control.failpoints import failpoint
 from tasks.land.landing import land_answers
 from tasks.store.database import Database, DatabaseError
 
 FORMAT = "fleet-answers/1"
-SUFFIX = ".arrows"
+SUFFIX = JOURNAL_SUFFIX
 _TS = pa.timestamp("us", tz="UTC")
 SCHEMA = pa.schema([
     ("call_id", pa.string()),  # the `api_calls` key; null on a final answer no call preceded

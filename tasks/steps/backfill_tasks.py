@@ -25,7 +25,7 @@ from connectors.errors import MalformedResponseError
 from connectors import models as m
 
 from tasks.control import progress
-from tasks.run import session
+from tasks.run.context import current
 from tasks.land import frames as staging
 from tasks.datasets import REGISTRY, Live
 from tasks.fetch.enrich import DATASETS as ENRICHMENT
@@ -34,8 +34,8 @@ from tasks.staging.journal import land_journals
 from tasks.land.landing import data_frames, fetch_status_frame
 from tasks.control.logtext import fields
 from tasks.plan.due import ALL_DATASETS, DatasetPlan, Plan
-from tasks.steps.refresh_tasks import TASK, staging_dir
-from tasks.store.database import Database, open_database
+from tasks.steps.refresh_tasks import TASK
+from tasks.store.database import Database
 from tasks.ingest.vins import normalise_vin, reject_reason
 
 # Recalls are backfilled per VIN (`/v1/recalls`, 1 unit, campaigns listed): a batch is for whole fleets.
@@ -121,7 +121,7 @@ def plan_from_frames(run_id: str, frames: dict[str, pl.DataFrame], datasets: lis
 
 
 @task(name="plan-backfill", **TASK)
-def plan_backfill(db_path: str, run_id: str, datasets: list[str], vins: list[str] | None, vins_file: str | None,
+def plan_backfill(run_id: str, datasets: list[str], vins: list[str] | None, vins_file: str | None,
                   failures_of: str | None, all_failures: bool, parameters: dict) -> dict:
     """Record the backfill run and stage each dataset's VINs; refuses VINs that are neither on the roster nor valid."""
     unknown = [d for d in datasets if d not in ALL_DATASETS]
@@ -129,19 +129,19 @@ def plan_backfill(db_path: str, run_id: str, datasets: list[str], vins: list[str
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")
     if vins_file:
         vins = read_vins_file(vins_file)
-    with open_database(db_path) as db:
-        # What an earlier run paid for and never landed lands first (see tasks/staging/journal.py).
-        recovered = land_journals(db, staging_dir(db_path, run_id).parent, besides=run_id)
-        if recovered["journals"]:
-            get_run_logger().info("landed what earlier runs paid for and never landed: %s", fields(recovered))
-        if vins is not None:
-            vins, refused = check_vins(db, vins)
-            if refused:
-                raise ValueError("not on the roster and not valid VINs: "
-                                 + ", ".join(f"{raw!r} ({reason})" for raw, reason in refused))
-        db.start_run("backfill", [], parameters, run_id=run_id, prefect_flow_run_id=flow_run.id)
-        frames = due_frames(db, datasets, vins, failures_of, all_failures)
-    plan = plan_from_frames(run_id, frames, datasets, staging_dir(db_path, run_id))
+    db = current(run_id).store
+    # What an earlier run paid for and never landed lands first (see tasks/staging/journal.py).
+    recovered = land_journals(db, current(run_id).staging.root, besides=run_id)
+    if recovered["journals"]:
+        get_run_logger().info("landed what earlier runs paid for and never landed: %s", fields(recovered))
+    if vins is not None:
+        vins, refused = check_vins(db, vins)
+        if refused:
+            raise ValueError("not on the roster and not valid VINs: "
+                             + ", ".join(f"{raw!r} ({reason})" for raw, reason in refused))
+    db.start_run("backfill", [], parameters, run_id=run_id, prefect_flow_run_id=flow_run.id)
+    frames = due_frames(db, datasets, vins, failures_of, all_failures)
+    plan = plan_from_frames(run_id, frames, datasets, current(run_id).staging.run_dir)
     reporter = progress.current()
     for name, d in plan.datasets.items():
         if d.due:
@@ -151,16 +151,16 @@ def plan_backfill(db_path: str, run_id: str, datasets: list[str], vins: list[str
 
 
 @task(name="record-recall-checks", **TASK)
-def record_recall_checks(db_path: str, run_id: str) -> int:
+def record_recall_checks(run_id: str) -> int:
     """Per-VIN recall lookups of a backfill count as fresh recall checks for the planner.
 
     (In a refresh the batch records them; `land_enrichment` leaves `fetch_status` to it.)
     """
-    with open_database(db_path) as db:
-        checked = db.query("recall_checks_of_run", run_id=run_id).rows()
-        if checked:
-            answered = {o: [(vin, at) for vin, at, outcome in checked if outcome == o] for o in ("found", "no_data")}
-            db.land("fetch_status", fetch_status_frame("recalls", answered["found"], answered["no_data"]), run_id)
+    db = current(run_id).store
+    checked = db.query("recall_checks_of_run", run_id=run_id).rows()
+    if checked:
+        answered = {o: [(vin, at) for vin, at, outcome in checked if outcome == o] for o in ("found", "no_data")}
+        db.land("fetch_status", fetch_status_frame("recalls", answered["found"], answered["no_data"]), run_id)
     return len(checked)
 
 
@@ -211,14 +211,14 @@ def parse_raw_rows(dataset: str, rows: list[dict[str, Any]]) -> tuple[dict[str, 
 
 
 @task(name="count-raw-responses", **TASK)
-def start_reparse(db_path: str, run_id: str, datasets: list[str], parameters: dict) -> dict[str, int]:
+def start_reparse(run_id: str, datasets: list[str], parameters: dict) -> dict[str, int]:
     """Record the re-parse run; how many stored answers each chosen dataset holds."""
     unknown = [d for d in datasets if d not in MODELS]
     if unknown:
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
-    with open_database(db_path) as db:
-        db.start_run("reparse", [], parameters, run_id=run_id, prefect_flow_run_id=flow_run.id)
-        held = dict(db.query("raw_response_counts").iter_rows())
+    db = current(run_id).store
+    db.start_run("reparse", [], parameters, run_id=run_id, prefect_flow_run_id=flow_run.id)
+    held = dict(db.query("raw_response_counts").iter_rows())
     counts = {d: int(held.get(d, 0)) for d in datasets}
     reporter = progress.current()
     for dataset, n in counts.items():
@@ -228,14 +228,14 @@ def start_reparse(db_path: str, run_id: str, datasets: list[str], parameters: di
 
 
 @task(name="reparse-chunk", task_run_name="reparse {dataset} {offset}+{length}", **TASK)
-def reparse_chunk(db_path: str, dataset: str, offset: int, length: int) -> dict[str, int]:
+def reparse_chunk(run_id: str, dataset: str, offset: int, length: int) -> dict[str, int]:
     """Re-parse one page of stored answers and land it (one transaction per run that fetched them)."""
-    with open_database(db_path) as db:
-        rows = db.query("raw_responses_to_reparse", dataset=dataset, limit=length, offset=offset).to_dicts()
-        by_run, counts = parse_raw_rows(dataset, rows)
-        for run, frames in sorted(by_run.items()):
-            db.land_chunk(frames, run)
-    session.publish_if_due(db_path)
+    db = current(run_id).store
+    rows = db.query("raw_responses_to_reparse", dataset=dataset, limit=length, offset=offset).to_dicts()
+    by_run, counts = parse_raw_rows(dataset, rows)
+    for run, frames in sorted(by_run.items()):
+        db.land_chunk(frames, run)
+    current(run_id).publish_if_due()
     progress.current().advance(f"reparse:{dataset}", len(rows))
     get_run_logger().info("reparse %s %d+%d: %s", dataset, offset, length, fields(counts))
     return counts

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from tasks.store import lake
 from tasks.control.failpoints import failpoint
+from tasks.store.files import seed_working, working_path
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 CHANGES_DIR = SQL_DIR / "changes"
@@ -515,8 +516,6 @@ def open_database(
     """
     published = path
     if str(path) != ":memory:":
-        from tasks.store.published import working_path
-
         path = working_path(published)
     key = str(path) if str(path) == ":memory:" else str(Path(path).resolve())
     # Opening happens under the lock: two threads (concurrent chunk tasks) must never build two
@@ -527,12 +526,10 @@ def open_database(
             existing._users += 1
             return existing
         if key != ":memory:":
-            from tasks.store.published import seed_working
-
             seed_working(published)
         database = Database(path, migrations_dir, views_dir)
         if key != ":memory:":
             _registry[key] = database
         # Runs a dead process left `running` are marked when the next run takes the lock
-        # (tasks/run/session.py), not here: opening proves nothing about who else is alive.
+        # (tasks/run/context.py), not here: opening proves nothing about who else is alive.
         return database

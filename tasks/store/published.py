@@ -25,64 +25,23 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from tasks.store.database import QUERY_NAME, SQL_DIR, DatabaseError, _bind, _read_sql, _statements, open_database
+from tasks.store.database import QUERY_NAME, SQL_DIR, Database, DatabaseError, _bind, _read_sql, _statements, open_database
+from tasks.store.files import _fsync, _wal, publishing_path
 
 
-def working_path(db: str | Path) -> Path:
-    return Path(str(db) + ".working")
-
-
-def publishing_path(db: str | Path) -> Path:
-    return Path(str(db) + ".publishing")
-
-
-def _wal(path: str | Path) -> Path:
-    return Path(str(path) + ".wal")  # where DuckDB keeps a file's write-ahead log
-
-
-def exists(db: str | Path) -> bool:
-    """Whether there is a database at `db`: published, or only a working store so far."""
-    return Path(db).is_file() or working_path(db).is_file()
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def seed_working(db: str | Path) -> bool:
-    """Start the working store from the published file when there is none (a database from before
-    the working store existed, or one whose working store was removed). True when seeded."""
-    published, working = Path(db), working_path(db)
-    if working.exists() or not published.is_file():
-        return False
-    _wal(working).unlink(missing_ok=True)  # a log without its file belongs to nothing
-    if _wal(published).exists():  # written by a version that wrote --db itself: replayed on open
-        shutil.copyfile(_wal(published), _wal(working))
-    seeding = Path(str(working) + ".seeding")
-    shutil.copyfile(published, seeding)
-    _fsync(seeding)
-    os.replace(seeding, working)
-    return True
-
-
-def publish(db: str | Path) -> datetime:
-    """Publish the working store of `db` into `db` as one consistent snapshot; returns when.
+def publish(store: Database, db: str | Path) -> datetime:
+    """Publish the working store `store` into `db` as one consistent snapshot; returns when.
 
     The copy is made under the store's lock, so no landing commits half-way through it; a file
     someone holds open is never written, only replaced.
     """
     target, temporary = Path(db), publishing_path(db)
-    with open_database(db) as store:
-        with store._lock:  # the Database's own lock: landings wait while the file is copied
-            store.connection.execute("CHECKPOINT")
-            wal = _wal(store.path)
-            if wal.exists() and wal.stat().st_size:
-                raise DatabaseError(f"{store.path}: the checkpoint left a write-ahead log behind; not published")
-            shutil.copyfile(store.path, temporary)
+    with store._lock:  # the Database's own lock: landings wait while the file is copied
+        store.connection.execute("CHECKPOINT")
+        wal = _wal(store.path)
+        if wal.exists() and wal.stat().st_size:
+            raise DatabaseError(f"{store.path}: the checkpoint left a write-ahead log behind; not published")
+        shutil.copyfile(store.path, temporary)
     _fsync(temporary)
     # A log left by a version that wrote --db itself would be replayed into the new file by readers.
     _wal(target).unlink(missing_ok=True)
@@ -93,6 +52,12 @@ def publish(db: str | Path) -> datetime:
     finally:
         os.close(directory)
     return datetime.now(timezone.utc)
+
+
+def publish_file(db: str | Path) -> datetime:
+    """Publish `db`'s working store outside any run (a database prepared by a tool or a test)."""
+    with open_database(db) as store:
+        return publish(store, db)
 
 
 class Published:

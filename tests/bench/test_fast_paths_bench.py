@@ -24,7 +24,7 @@ import pytest
 from tasks.land import frames as staging
 from tasks.ingest.fleet_files import read_fleet
 from tasks.store.database import open_database
-from tasks.store.published import publish
+from tasks.store.published import publish_file as publish
 
 pytestmark = pytest.mark.bench
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 
 from tasks.land.frames import SPECS_SCHEMA
-from tasks.store.published import working_path
+from tasks.store.files import working_path
 from tests.bench.measure import run_measured
 
 pytestmark = pytest.mark.bench

@@ -250,7 +250,7 @@ def test_with_json_a_bug_is_json_too(fleet, tmp_path, capsys, monkeypatch):
 
 HOLDER = """
 import sys, time
-from tasks.run.session import hold_run
+from tasks.run.context import hold_run
 session = hold_run(sys.argv[1], "run-holding", "refresh")
 print("holding", flush=True)
 time.sleep(120)
@@ -311,7 +311,7 @@ def test_version(capsys):
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     """`fleet status | head -1`: the reader closes the pipe before the command has printed everything."""
     from tasks.store.database import open_database
-    from tasks.store.published import publish
+    from tasks.store.published import publish_file as publish
 
     db = str(tmp_path / "fleet.duckdb")
     with open_database(db) as store:

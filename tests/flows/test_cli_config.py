@@ -116,7 +116,7 @@ def test_a_bad_environment_value_is_refused(clean, capsys, monkeypatch):
 
 def test_status_reads_its_database_from_the_project_file(clean, capsys):
     from tasks.store.database import open_database
-    from tasks.store.published import publish
+    from tasks.store.published import publish_file as publish
 
     db = clean / "data" / "team.duckdb"
     db.parent.mkdir()

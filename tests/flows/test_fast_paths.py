@@ -22,7 +22,7 @@ import pytest
 from tasks.land import frames as staging
 from tasks.ingest.fleet_files import read_fleet
 from tasks.store.database import open_database
-from tasks.store.published import publish
+from tasks.store.published import publish_file as publish
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample_fleet.csv"
@@ -134,3 +134,31 @@ def test_a_backfill_with_something_to_do_is_not_taken_for_nothing(tmp_path):
     _, out, _, prefect = fleet("backfill", "--failures", "--db", str(db), "--lake", "", "--json")
     assert "nothing to do" not in out
     assert prefect != []  # it went on to start the flow
+
+
+def test_a_refresh_with_nothing_due_answers_without_prefect(tmp_path):
+    """Every VIN fresh: the run is recorded, the lake and report written, and no Prefect server is started."""
+    db = tmp_path / "fleet.duckdb"
+    vins = build_database(db, fresh_specs=10**6)
+    lake = tmp_path / "lake"
+    code, out, err, prefect = fleet("refresh", str(SAMPLE), "--db", str(db), "--datasets", "specs", "--no-plates",
+                                    "--lake", str(lake), "--json")
+    assert code == 0, err
+    assert prefect == []  # answered without Prefect: no server could have started
+    summary = json.loads(out)
+    assert (summary["status"], summary["calls"], summary["units"]) == ("completed", 0, 0)
+    assert summary["datasets"]["specs"]["skipped_fresh"] == len(vins)
+    assert Path(summary["report"]).is_file() and (lake / "vehicles").is_dir()
+    with open_database(str(db)) as store:
+        assert store.sql("SELECT run_id = $run, status FROM runs ORDER BY started_at", {"run": summary["run_id"]}).rows() \
+            == [(False, "completed"), (True, "completed")]
+        assert store.sql("SELECT count(*) FROM run_datasets WHERE run_id = $run", {"run": summary["run_id"]}).rows() == [(1,)]
+
+
+def test_a_refresh_with_something_due_is_not_taken_for_nothing(tmp_path):
+    db = tmp_path / "fleet.duckdb"
+    build_database(db, fresh_specs=10)
+    code, _, _, prefect = fleet("refresh", str(SAMPLE), "--db", str(db), "--datasets", "specs", "--no-plates", "--json")
+    assert prefect != []  # it went on to start the flow (Prefect is unreachable here)
+    with open_database(str(db)) as store:
+        assert store.sql("SELECT count(*) FROM runs WHERE status = 'completed'").rows() == [(1,)]

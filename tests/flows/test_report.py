@@ -30,7 +30,8 @@ from flows.cli import main
 from flows.refresh import refresh_fleet
 from tasks.outputs.report import report_markdown, write_run_report
 from tasks.store.database import open_database
-from tasks.store.published import open_published, publish
+from tasks.store.published import open_published
+from tasks.store.published import publish_file as publish
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime.now(UTC)

@@ -307,7 +307,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(sandbox, fleet_file, tmp_pa
 # -- the same rules, in this process -------------------------------------------------------------
 HOLDER = """
 import sys
-from tasks.run.session import hold_run
+from tasks.run.context import hold_run
 with hold_run(sys.argv[1], "cli-run", "refresh"):
     print("holding", flush=True)
     sys.stdin.read()  # until the test closes it
@@ -377,7 +377,7 @@ def test_publishing_during_a_run_follows_FLEET_PUBLISH_SECONDS(tmp_path, monkeyp
     import polars as pl
 
     from tasks.run.progressfile import read_progress
-    from tasks.run.session import hold_run, publish_if_due
+    from tasks.run.context import hold_run, publish_if_due
     from tasks.store.database import open_database
 
     db = str(tmp_path / "fleet.duckdb")
@@ -412,7 +412,7 @@ os._exit(0)  # killed: the landing is only in the write-ahead log beside the fil
 
 
 def test_a_database_from_before_the_working_store_seeds_it(tmp_path):
-    from tasks.run.session import hold_run
+    from tasks.run.context import hold_run
     from tasks.store.database import open_database
 
     db = str(tmp_path / "fleet.duckdb")
@@ -430,7 +430,7 @@ def test_a_database_from_before_the_working_store_seeds_it(tmp_path):
 
 def test_only_the_lock_holder_clears_other_runs_staging(tmp_path):
     from tasks.steps.refresh_tasks import remove_leftover_staging, staging_dir
-    from tasks.run.session import hold_run
+    from tasks.run.context import hold_run
 
     db = str(tmp_path / "fleet.duckdb")
     other = staging_dir(db, "other-run")

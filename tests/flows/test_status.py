@@ -18,7 +18,7 @@ from flows.status import month_start
 from tasks.land import frames as staging
 from tasks.ingest.fleet_files import read_fleet
 from tasks.store.database import open_database
-from tasks.store.published import publish
+from tasks.store.published import publish_file as publish
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,7 +125,7 @@ def test_status_needs_no_prefect_and_no_service(db_path):
 
 HOLDER = """
 import sys, time
-from tasks.run.session import hold_run
+from tasks.run.context import hold_run
 from tasks.store.database import open_database
 session = hold_run(sys.argv[1], "run-live", "refresh")
 store = open_database(sys.argv[1])            # the working store, held read-write all along

@@ -50,7 +50,7 @@ def test_second_process_is_refused_with_a_clear_message(tmp_path):
 
 
 def test_a_run_whose_process_died_is_marked_interrupted_when_the_next_run_takes_the_lock(tmp_path):
-    from tasks.run.session import hold_run
+    from tasks.run.context import hold_run
 
     path = tmp_path / "f.duckdb"
     died = textwrap.dedent(f"""

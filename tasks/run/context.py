@@ -1,0 +1,215 @@
+"""The run context: one object per run that owns its lock, its working store, its staging area and its publishing.
+
+    context = hold_run(db, run_id, "refresh", wait=False, say=print)   # RunLocked if another run holds it
+    with context:
+        context.store                # the run's one DuckDB connection (the working store), open all run long
+        context.staging              # the run's staging area (tasks/staging/area.py): the only code that knows its layout
+        context.publish_if_due()     # after a landing: analysts see long runs' progress every few minutes
+    # left: published into `db` whatever happened, store closed, progress file removed, lock released
+
+The outermost hold in a process creates the context (a nested hold, as when `fleet` took the lock
+before the flow starts, shares it). Creating it: runs a dead process left `running` are marked
+`interrupted` (nobody else can be running: we hold the lock), the progress file is started, and a
+database never published before is published at once. Prefect tasks take the run id, a small value,
+and find the context with `current(run_id)`: nothing below the flow opens the database or takes its
+path. Fetch tasks that run in other processes (`--workers`, `--dask`) have no context and need none:
+they write staged files only. Nothing here imports Prefect: `fleet` takes the lock before Prefect starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, ParamSpec, TypeVar
+
+from tasks.control import progress
+from tasks.run import lock as runlock
+from tasks.run.progressfile import ProgressFile, Tee, progress_path
+from tasks.staging.area import StagingArea
+from tasks.store import published
+from tasks.store.database import Database, open_database
+
+DEFAULT_PUBLISH_SECONDS = 120.0
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class RunContext:
+    """What a run owns for its lifetime; made by the outermost hold on its database's lock."""
+
+    def __init__(self, db: str, run_id: str, command: str, progress_file: ProgressFile,
+                 publish_seconds: float = DEFAULT_PUBLISH_SECONDS):
+        self.db, self.run_id, self.command = db, run_id, command
+        self.progress = progress_file
+        self.publish_seconds = publish_seconds
+        self.staging = StagingArea.beside(db, run_id)
+        self.store: Database = open_database(db)  # the run's one connection: every stage lands through it
+        self.last_publish = time.monotonic()
+        self._publishing = threading.Lock()
+
+    def use_staging(self, remote: str | None) -> StagingArea:
+        """Stage fetched answers on object storage (`--staging s3://...`) instead of beside the database."""
+        self.staging = StagingArea.beside(self.db, self.run_id, remote=remote)
+        return self.staging
+
+    def due(self) -> bool:
+        return time.monotonic() - self.last_publish >= self.publish_seconds
+
+    def publish(self, only_if_due: bool = False) -> bool:
+        if not self._publishing.acquire(blocking=not only_if_due):
+            return False  # another chunk's thread is publishing right now: that one is enough
+        try:
+            if only_if_due and not self.due():
+                return False
+            at = published.publish(self.store, self.db)
+            self.last_publish = time.monotonic()
+            self.progress.published(at)
+            return True
+        finally:
+            self._publishing.release()
+
+    def publish_if_due(self) -> bool:
+        """After a landing: publish when the last publish is old enough (FLEET_PUBLISH_SECONDS)."""
+        return self.due() and self.publish(only_if_due=True)
+
+    def phase(self, name: str) -> None:
+        self.progress.phase(name)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+_contexts: dict[str, RunContext] = {}  # by database (resolved path) and by run id
+
+
+def _key(db: str | Path) -> str:
+    return str(Path(db).resolve())
+
+
+def current(run_id: str) -> RunContext:
+    """The context of run `run_id`, held by this process; a task runs inside its flow's process."""
+    try:
+        return _contexts[run_id]
+    except KeyError:
+        raise RuntimeError(f"run {run_id} holds no database in this process (a task that needs the store "
+                           "must run in the flow's process)") from None
+
+
+class RunSession:
+    """One hold on a database's lock; leaving the outermost one publishes, closes the store and releases."""
+
+    def __init__(self, db: str, context: RunContext, outermost: bool):
+        self.db, self.context, self.outermost = db, context, outermost
+
+    @property
+    def progress(self) -> ProgressFile:
+        return self.context.progress
+
+    def __enter__(self) -> "RunSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.outermost:
+            runlock.release(self.db)
+            return
+        context = self.context
+        try:
+            context.phase("publishing")
+            context.publish()  # every run ends published, whatever its status
+        finally:
+            _contexts.pop(_key(self.db), None)
+            _contexts.pop(context.run_id, None)
+            context.close()
+            context.progress.remove()
+            runlock.release(self.db)
+
+
+def publish_seconds_setting() -> float:
+    """How old the last publish may get before a landing publishes again (FLEET_PUBLISH_SECONDS)."""
+    import os
+
+    try:
+        return max(0.0, float(os.environ.get("FLEET_PUBLISH_SECONDS", DEFAULT_PUBLISH_SECONDS)))
+    except ValueError:
+        return DEFAULT_PUBLISH_SECONDS
+
+
+def hold_run(db: str | Path, run_id: str, command: str, *, wait: bool = False,
+             say: Callable[[str], None] = _stderr) -> RunSession:
+    """Take `db`'s lock for this run (see the module docstring); raises runlock.RunLocked if another run holds it."""
+    db = str(db)
+
+    def waiting(holder: runlock.Holder | None) -> None:
+        who = holder.describe() if holder else "another run (starting up)"
+        say(f"waiting for {who} to finish on {db} ...")
+
+    outermost = runlock.acquire(db, run_id, command, wait=wait, on_wait=waiting, say=say)
+    if not outermost:
+        held = _contexts[_key(db)]
+        _contexts.setdefault(run_id, held)  # a flow given its own id under a command's hold
+        return RunSession(db, held, False)
+    context: RunContext | None = None
+    try:
+        holder = runlock.held_here(db)
+        progress_file = ProgressFile(db, run_id, command, holder.started if holder else "")
+        context = RunContext(db, run_id, command, progress_file, publish_seconds_setting())
+        context.store.execute("mark_interrupted_runs", now=datetime.now(timezone.utc))
+        _contexts[_key(db)] = _contexts[run_id] = context
+        if not Path(db).is_file():
+            context.publish()  # analysts and `fleet status` have a file from the first minute
+    except BaseException:
+        _contexts.pop(_key(db), None)
+        _contexts.pop(run_id, None)
+        if context is not None:
+            context.close()
+        progress_path(db).unlink(missing_ok=True)
+        runlock.release(db)
+        raise
+    return RunSession(db, context, True)
+
+
+def holding(db: str | Path) -> bool:
+    """Whether this process holds `db`'s run lock (only the holder may clear other runs' staging)."""
+    return runlock.held_here(db) is not None
+
+
+def holds_run_lock(command: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Make a flow take its database's lock for its whole run (a no-op hold when `fleet` took it already).
+
+    The flow must take `db` and `run_id` parameters; a flow started by `fleet serve` or a worker
+    queues behind a run in progress (one line on stderr) rather than failing.
+    """
+
+    def wrap(fn: Callable[P, R]) -> Callable[P, R]:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            bound.arguments["run_id"] = bound.arguments.get("run_id") or new_run_id()
+            with hold_run(bound.arguments["db"], bound.arguments["run_id"], command, wait=True) as session:
+                before = progress.current()
+                progress.use(Tee(before, session.progress))
+                try:
+                    return fn(*bound.args, **bound.kwargs)
+                finally:
+                    progress.use(before)
+
+        return run
+
+    return wrap

@@ -1,0 +1,116 @@
+"""The refresh's steps that need the store, as plain functions of the run context: no Prefect here.
+
+The Prefect tasks (tasks/steps/refresh_tasks.py) are thin wrappers over these; a refresh with nothing
+due runs them directly, without Prefect (`answer_without_calls`), so it costs no server start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from tasks.control import stops
+from tasks.control.failpoints import failpoint
+from tasks.fetch.lanes import forget_run
+from tasks.fetch.plates import settle_at_ingest
+from tasks.ingest.fleet_files import IngestResult, read_fleet
+from tasks.outputs.changes import lead_with_changes, run_changes
+from tasks.outputs.report import write_run_report
+from tasks.outputs.summary import final_status, start_summary
+from tasks.plan.due import Plan, make_plan, parse_freshness
+from tasks.run.context import RunContext
+from tasks.staging.journal import land_journals
+
+RUN_DATASET_COLUMNS = {
+    **{k: pl.Int64 for k in ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",
+                             "pending", "units", "calls")},
+    "not_applicable": pl.Int64,
+    "stop_reason": pl.String,
+}
+
+
+def settle(run: RunContext, fleet: IngestResult, plates: bool) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
+    """The roster and rejected rows as they will land: plates needing no call settled, the rest staged for lookups."""
+    if not fleet.plates.height:
+        return fleet.roster, fleet.rejected, fleet.summary()
+    return settle_at_ingest(run.store, fleet, enabled=plates, waiting_path=run.staging.plates_waiting)
+
+
+def ingest(run: RunContext, fleet: IngestResult, paths: list[str], parameters: dict, plates: bool,
+           prefect_flow_run_id: Any = None) -> dict[str, int]:
+    """Record the run and land the fleet's roster and rejected rows (plates needing no call settled here)."""
+    db = run.store
+    db.start_run("refresh", [str(f) for f in fleet.files] or paths, parameters, run_id=run.run_id,
+                 prefect_flow_run_id=prefect_flow_run_id)
+    failpoint("ingest")  # crash tests: the run is recorded, its roster not yet landed
+    roster, rejected, counts = settle(run, fleet, plates)
+    db.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)
+    run.publish_if_due()
+    return counts
+
+
+def plan(run: RunContext, datasets: list[str], force: bool, freshness: dict[str, str] | None,
+         roster: pl.DataFrame | None = None) -> tuple[Plan, dict[str, int]]:
+    """What is due, after landing what earlier runs paid for and never landed; returns the plan and what was recovered.
+
+    The run holds the lock, so it alone uses the staging area: answers a killed run left land first,
+    under that run, so the plan counts them fresh; then its due lists, of no use now, go. With
+    `--staging s3://...`, those left there too.
+    """
+    area = run.staging
+    recovered = land_journals(run.store, area.root, besides=run.run_id, store=area.remote)
+    area.remove_leftovers()
+    made = make_plan(run.store, run.run_id, datasets, area.run_dir, force=force, freshness=parse_freshness(freshness),
+                     plates_waiting=area.plates_waiting, roster=roster)
+    return made, recovered
+
+
+def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[dict[str, Any], tuple[Any, Any]]:
+    """Record the run and its per-dataset figures, export the lake, write the report; returns the summary and report."""
+    run_id = run.run_id
+    rows = [{"dataset": name, **{k: d.get(k) for k in RUN_DATASET_COLUMNS}} for name, d in summary["datasets"].items()]
+    details = summary.get("recall_details")
+    if details and details.get("due"):
+        rows.append({"dataset": "recall_details", "planned": details["due"], "found": details["by_model"] + details["by_vin"],
+                     **{k: details.get(k) for k in ("failed", "pending", "calls", "units", "stop_reason")}})
+    run.phase("finishing")
+    db = run.store
+    if rows:
+        db.land("run_datasets", pl.DataFrame(rows, schema={"dataset": pl.String, **RUN_DATASET_COLUMNS}), run_id)
+    db.finish_run(run_id, summary["status"], counts=summary["ingest"], units_used=summary["units"],
+                  message=summary.get("message"))
+    summary = lead_with_changes(summary, run_changes(db, run_id))  # recorded as its answers landed
+    done = summary["status"] not in ("planned", "refused")
+    if lake and done:
+        db.export_parquet(lake)
+    report = write_run_report(db, run.db, lake) if done else (None, None)
+    summary["report"] = str(report[0]) if report[0] else None
+    run.staging.finish()  # due lists are per run; answers not landed stay for the next run
+    forget_run(run_id)
+    stops.forget_run(run_id)
+    return summary, report
+
+
+def answer_without_calls(run: RunContext, paths: list[str], options: dict[str, Any]) -> dict[str, Any] | None:
+    """A refresh whose plan has nothing due, answered in this process without Prefect; None if something is due.
+
+    The caller saw nothing due in the published database (the dry run's plan); the working store has
+    the last word. It plans from the roster as read, before landing anything: should something be due
+    after all (a killed run's answers landed, a stale published file), nothing of this run is recorded
+    and the caller runs the flow.
+    """
+    fleet = read_fleet(paths, vin_column=options.get("vin_column"))
+    plates = options.get("plates", True)
+    if fleet.plates.height and plates:
+        return None  # plate rows need lookups: the flow's business
+    roster, rejected, counts = settle(run, fleet, plates)
+    made, _ = plan(run, options["datasets"], options.get("force", False), options.get("freshness"), roster=roster)
+    if made.plates or any(d.due for d in made.datasets.values()):
+        return None
+    run.store.start_run("refresh", [str(f) for f in fleet.files] or paths, options, run_id=run.run_id)
+    run.store.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)
+    summary = start_summary(run.run_id, counts, made)
+    final_status(summary)
+    summary, _ = finish(run, summary, options.get("lake"))
+    return summary
