@@ -43,7 +43,7 @@ def usage_errors() -> tuple[type[Exception], ...]:
 
 
 def check_refresh(args: argparse.Namespace) -> None:
-    from tasks.fetch.recall_batches import MAX_BATCH_VINS
+    from tasks.recalls.batches import MAX_BATCH_VINS
 
     datasets(args.datasets)
     if not 1 <= args.batch_size <= MAX_BATCH_VINS:

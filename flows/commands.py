@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from tasks.plan.due import ALL_DATASETS, DEFAULT_DATASETS
-from tasks.fetch.recall_batches import MAX_BATCH_VINS
+from tasks.recalls.batches import MAX_BATCH_VINS
 
 from .checks import CommandError, check_refresh
 from .defaults import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.plan.due import ALL_DATASETS, DEFAULT_DATASETS
-from tasks.fetch.recall_batches import MAX_BATCH_VINS
+from tasks.recalls.batches import MAX_BATCH_VINS
 
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
 from .exitcodes import USAGE

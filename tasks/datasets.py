@@ -146,8 +146,8 @@ REGISTRY: dict[str, Dataset] = {
                 tables=(Table("lien_theft_events", key=("vin", "event_index")),), schedule="monthly"),
         # North America, for the batch check and the per-VIN details alike: the campaigns are NHTSA's
         # ("nhtsa_campaign_number"), and North American VINs are the ones NHTSA's rules shape. Checked
-        # weekly, by the batch API (tasks/fetch/recall_batches.py); the VINs with recalls are then detailed per
-        # VIN (`/v1/recalls`, tasks/fetch/recall_details.py). Campaigns land before the check that closes what it
+        # weekly, by the batch API (tasks/recalls/batches.py); the VINs with recalls are then detailed per
+        # VIN (`/v1/recalls`, tasks/recalls/details.py). Campaigns land before the check that closes what it
         # no longer lists: new and closed campaigns are then told apart as they land (sql/changes/).
         Dataset("recalls", "recalls", lambda c, vin, row: c.recalls(vin),
                 markets=frozenset({"US", "CA", "MX"}), shape={"data": _OBJECT}, freshness=timedelta(days=7),
@@ -256,3 +256,7 @@ def docs_table() -> str:
         lines.append(f"| {d.name} | {endpoint} | {fresh} | {where} | {tables} | "
                      f"{'yes' if d.default else 'no'} |")
     return "\n".join(lines)
+
+
+# By the name a per-VIN fetch goes by (`recall_details` for recalls), read live from the registry.
+DATASETS: Mapping[str, Dataset] = Live(by_fetch_name)

@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("flows",),
     ("tasks.steps",),
     ("tasks.outputs",),
+    ("tasks.recalls",),  # a batch's results land before its details are asked for: recalls fetch and land
     ("tasks.land", "tasks.fetch"),  # independent siblings
     ("tasks.plan",),
     ("tasks.ingest",),

@@ -10,7 +10,6 @@ refusal, a cancellation or a pause, no new call starts, and a retry waits withou
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -24,9 +23,12 @@ from tasks.datasets import CANADIAN_PROVINCES as CANADIAN_PROVINCES
 from tasks.datasets import KM_PER_MILE as KM_PER_MILE
 from tasks.datasets import US_STATES as US_STATES
 from tasks.datasets import Call as Call
-from tasks.datasets import Dataset, Live, by_fetch_name
+from tasks.datasets import DATASETS as DATASETS
+from tasks.datasets import Dataset
 from tasks.datasets import valuation_request as valuation_request
+from tasks.control.budget import Budget
 from tasks.fetch.scheduler import Job, Scheduler
+from tasks.staging.chunk import ChunkResult
 from tasks.control.stops import STOPPING_ERRORS, Pass, Stops
 
 if TYPE_CHECKING:
@@ -34,46 +36,8 @@ if TYPE_CHECKING:
     from tasks.fetch.lanes import Lane
 
 # The declarations live in the registry (tasks/datasets.py); these names stay importable from here.
-# `DATASETS`: by the name a per-VIN fetch goes by (`recall_details` for recalls), read live from the registry.
-DATASETS: Mapping[str, Dataset] = Live(by_fetch_name)
 
 MAX_UNITS = "max-units reached"
-
-
-class Budget:
-    """A run-wide ceiling on units (`--max-units`), shared by every chunk in the process."""
-
-    def __init__(self, limit: int | None, spent: int = 0) -> None:
-        self.limit = limit
-        self.spent = spent
-        self.reserved = 0
-
-    def reserve(self, units: int) -> bool:
-        if self.limit is not None and self.spent + self.reserved + units > self.limit:
-            return False
-        self.reserved += units
-        return True
-
-    def settle(self, reserved: int, actual: int) -> None:
-        self.reserved -= reserved
-        self.spent += actual
-
-
-@dataclass
-class ChunkResult:
-    dataset: str
-    found: list[tuple[str, Any, datetime]] = field(default_factory=list)
-    no_data: list[tuple[str, datetime]] = field(default_factory=list)
-    failed: list[dict[str, Any]] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)
-    calls: list[tuple[str, CallRecord, datetime, str | None]] = field(default_factory=list)
-    requests: dict[str, dict[str, Any]] = field(default_factory=dict)
-    stop_reason: str | None = None
-    handed_off: list[str] = field(default_factory=list)  # VINs left waiting for a retry to the next chunk
-
-    @property
-    def units(self) -> int:
-        return sum(c.units for _, c, _, _ in self.calls)
 
 
 async def fetch_chunk(

@@ -1,7 +1,7 @@
 """The call scheduler: at most `slots` calls in flight, and a call waiting to be retried holds none.
 
 Every per-VIN dataset, recall campaign details included, calls the service through it (tasks/fetch/enrich.py,
-tasks/fetch/recall_details.py). A job is one call to make (one VIN of a dataset, one model's campaign list).
+tasks/recalls/details.py). A job is one call to make (one VIN of a dataset, one model's campaign list).
 A slot takes the next job that is ready and makes one attempt. When the client answers a retryable
 failure with `RetryLater` (connectors/retry.py: the spec's Retry-After, or the policy's backoff),
 the job goes back to the queue with its not-before time and the slot takes another job; the job is

@@ -3,7 +3,7 @@
 `read_fleet` is the one entry point. Every data row of every file ends in exactly
 one place: the roster (first occurrence of a valid VIN), a collapsed duplicate
 (counted on the roster row), `rejected` with its reason, or `plates`: a row with an
-empty VIN cell but a plate, whose VIN is looked up by plate (tasks/fetch/plates.py). A file
+empty VIN cell but a plate, whose VIN is looked up by plate (tasks/ingest/plates.py). A file
 of plates and states needs no VIN column at all. A file that cannot be
 used at all raises `FleetFileError` naming the file and the problem, before any
 result exists, so nothing is written downstream.
@@ -121,7 +121,7 @@ class IngestResult:
     duplicates: int
     blank_rows: int = 0
     skipped_files: list[str] = field(default_factory=list)
-    # Rows with an empty VIN cell and a plate: their VIN is to be looked up (tasks/fetch/plates.py).
+    # Rows with an empty VIN cell and a plate: their VIN is to be looked up (tasks/ingest/plates.py).
     plates: pl.DataFrame = field(default_factory=pl.DataFrame)
 
     @property

@@ -19,7 +19,8 @@ import pyarrow.compute as pc
 
 from tasks.land import frames as staging
 from tasks.datasets import REGISTRY, Live
-from tasks.fetch.enrich import DATASETS, ChunkResult
+from tasks.datasets import DATASETS
+from tasks.staging.chunk import ChunkResult
 from tasks.land.shred import BOOKKEEPING, TABLES, shred, shred_tables
 from tasks.store.database import Database
 

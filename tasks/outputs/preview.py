@@ -24,7 +24,7 @@ from typing import Any
 
 from tasks.ingest.fleet_files import IngestResult
 from tasks.plan.due import Plan, make_plan, parse_freshness
-from tasks.fetch.plates import settle_at_ingest
+from tasks.ingest.plates import settle_at_ingest
 from tasks.store.database import Database
 from tasks.outputs.summary import plan_text, start_summary
 

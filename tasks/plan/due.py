@@ -21,7 +21,7 @@ from connectors import estimate_units
 
 from tasks.datasets import REGISTRY, Dataset, Live, LiveNames, default_names, docs_table, names
 from tasks.ingest.markets import in_scope, with_market
-from tasks.fetch.plates import PlatePlan, plan_plates
+from tasks.ingest.plates import PlatePlan, plan_plates
 from tasks.store.database import Database
 from tasks.ingest.vins import vin_order
 
@@ -174,7 +174,7 @@ def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tupl
                               ("condition", pl.String), ("country", pl.String))),
     )
     frame = frame[vin_order(frame["vin"])]
-    # `read_fleet` gives one row per VIN, and plate-found VINs are only added when new (tasks/fetch/plates.py);
+    # `read_fleet` gives one row per VIN, and plate-found VINs are only added when new (tasks/ingest/plates.py);
     # a VIN given twice anyway is planned once (its first row: the sort keeps equal VINs in order), as
     # landing keeps one row per VIN.
     repeated = (frame["vin"] == frame["vin"].shift(1)).fill_null(False)

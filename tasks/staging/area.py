@@ -8,7 +8,7 @@ endpoint and credentials come from the environment (`AWS_ENDPOINT_URL`, `AWS_ACC
 never from task parameters.
 
 A staged file left on object storage by a killed run (or one whose landing failed) is landed by the
-next run given the same `--staging`, as local journals are (tasks/staging/journal.py `land_journals`): under
+next run given the same `--staging`, as local journals are (tasks/land/recover.py `land_journals`): under
 the run that paid for it, then deleted. Only the runs this database recorded are landed: a store
 may be shared by several databases, each landing its own runs' files.
 """

@@ -29,8 +29,9 @@ from tasks.run.context import current
 from tasks.land import frames as staging
 from tasks.datasets import REGISTRY, Live
 from tasks.fetch.enrich import DATASETS as ENRICHMENT
-from tasks.fetch.enrich import ChunkResult, raw_answer
-from tasks.staging.journal import land_journals
+from tasks.fetch.enrich import raw_answer
+from tasks.staging.chunk import ChunkResult
+from tasks.land.recover import land_journals
 from tasks.land.landing import data_frames, fetch_status_frame
 from tasks.control.logtext import fields
 from tasks.plan.due import ALL_DATASETS, DatasetPlan, Plan
@@ -130,7 +131,7 @@ def plan_backfill(run_id: str, datasets: list[str], vins: list[str] | None, vins
     if vins_file:
         vins = read_vins_file(vins_file)
     db = current(run_id).store
-    # What an earlier run paid for and never landed lands first (see tasks/staging/journal.py).
+    # What an earlier run paid for and never landed lands first (tasks/land/recover.py).
     recovered = land_journals(db, current(run_id).staging.root, besides=run_id)
     if recovered["journals"]:
         get_run_logger().info("landed what earlier runs paid for and never landed: %s", fields(recovered))

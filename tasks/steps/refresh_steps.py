@@ -13,14 +13,14 @@ import polars as pl
 from tasks.control import stops
 from tasks.control.failpoints import failpoint
 from tasks.fetch.lanes import forget_run
-from tasks.fetch.plates import settle_at_ingest
+from tasks.ingest.plates import settle_at_ingest
 from tasks.ingest.fleet_files import IngestResult, read_fleet
 from tasks.outputs.changes import lead_with_changes, run_changes
 from tasks.outputs.report import write_run_report
 from tasks.outputs.summary import final_status, start_summary
 from tasks.plan.due import Plan, make_plan, parse_freshness
 from tasks.run.context import RunContext
-from tasks.staging.journal import land_journals
+from tasks.land.recover import land_journals
 
 RUN_DATASET_COLUMNS = {
     **{k: pl.Int64 for k in ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",

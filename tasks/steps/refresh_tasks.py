@@ -27,7 +27,9 @@ from tasks.steps import refresh_steps as steps
 from tasks.outputs.changes import change_message
 from connectors.notify import post_json
 from tasks.control import stops
-from tasks.fetch.enrich import Budget, ChunkResult, fetch_chunk
+from tasks.fetch.enrich import fetch_chunk
+from tasks.control.budget import Budget
+from tasks.staging.chunk import ChunkResult
 from tasks.control.failpoints import failpoint
 from tasks.ingest.fleet_files import read_fleet
 from tasks.staging.journal import AnswerJournal, answers_dir, read_journal
@@ -35,11 +37,13 @@ from tasks.land.landing import land_answers, worth_landing
 from tasks.fetch.lanes import fetch_turn
 from tasks.control.logtext import fields
 from tasks.plan.due import read_slice, read_vins
-from tasks.fetch.plates import PlateLookups, land_lookups, look_up_plates, lookup_keys
+from tasks.fetch.plates import look_up_plates
+from tasks.ingest.plates import PlateLookups, lookup_keys
+from tasks.land.plates import land_lookups
 from tasks.outputs.preview import preview_refresh
-from tasks.fetch.recall_batches import run_recall_batches
-from tasks.fetch.recall_details import DetailsOutcome, fetch_recall_details
-from tasks.fetch.recall_pipeline import check_recalls_and_details
+from tasks.recalls.batches import run_recall_batches
+from tasks.recalls.details import DetailsOutcome, fetch_recall_details
+from tasks.recalls.pipeline import check_recalls_and_details
 from tasks.outputs.report import report_markdown
 from tasks.staging.area import is_remote, opened, publish, remove, scratch_root
 from tasks.outputs.summary import plan_text, summary_markdown
@@ -123,7 +127,7 @@ def check_recalls(run_id: str, due_path: str | None, batch_size: int, webhook_ur
                   budget_left: int | None, webhook_listen: str | None = None,
                   details_concurrency: int | None = None) -> dict[str, Any]:
     """The recall batches; with `details_concurrency`, each batch's campaign details (by VIN) start as its
-    results land (tasks/fetch/recall_pipeline.py), and their outcome is the answer's `details`."""
+    results land (tasks/recalls/pipeline.py), and their outcome is the answer's `details`."""
     vins = read_vins(due_path) if due_path else []
     reporter = progress.current()
     reporter.start("recalls", "Recall batches", len(vins))

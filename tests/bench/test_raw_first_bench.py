@@ -30,7 +30,8 @@ from connectors import models as m
 from connectors.sandbox import Sandbox
 from connectors.sandbox import vehicles as sandbox_vehicles
 from tasks.land import frames as staging
-from tasks.fetch.enrich import ChunkResult, fetch_chunk
+from tasks.fetch.enrich import fetch_chunk
+from tasks.staging.chunk import ChunkResult
 from connectors import CallRecord
 from tasks.land import shred as shredding
 from tasks.staging.journal import AnswerJournal, read_journal

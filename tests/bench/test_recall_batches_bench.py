@@ -11,7 +11,7 @@ then close the run. Its wall time and peak RSS are measured by `tests/bench/meas
 What it leaves out, and why:
 - Prefect. The flow's tasks are thin wrappers around these functions; its temporary API server
   (~15 s to start here) would be in the wall time and its memory in another process.
-- Recall campaign details (tasks/fetch/recall_details.py). About a third of the sandbox's VINs have open
+- Recall campaign details (tasks/recalls/details.py). About a third of the sandbox's VINs have open
   recalls and this fleet has no specs to group them by model, so details would be ~300,000 per-VIN
   calls: a per-VIN enrichment figure (measured elsewhere), not a batch one.
 The sandbox runs in its own process with `--batch-rate 200000` VINs/s so the figure measures us, not
@@ -44,7 +44,7 @@ PIPELINE = textwrap.dedent(
     from connectors import Settings
     from tasks.ingest.fleet_files import read_fleet
     from tasks.plan.due import make_plan, read_vins
-    from tasks.fetch.recall_batches import run_recall_batches
+    from tasks.recalls.batches import run_recall_batches
     from tasks.store.database import open_database
 
     fleet, db_path, batch_size = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])

@@ -156,7 +156,7 @@ def _put_journal(s3, folder: Path, run_id: str, vins: list[str]) -> str:
 
 def test_a_staged_file_on_s3_lands_once_and_only_in_the_database_whose_run_paid_for_it(s3, tmp_path):
     """Landed again (the kill came after COMMIT, before the delete) it changes nothing; another database's is left."""
-    from tasks.staging.journal import land_journals
+    from tasks.land.recover import land_journals
     from tasks.store.database import open_database
 
     ours, theirs = "20260101T000000Z-ours", "20260101T000000Z-theirs"

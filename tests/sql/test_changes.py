@@ -18,7 +18,7 @@ from connectors.sandbox import recalls as sandbox_recalls
 from connectors.sandbox import valuation as sandbox_values
 from connectors.sandbox import vehicles as sandbox_vehicles
 from tasks.land import frames as staging
-from tasks.fetch.enrich import ChunkResult
+from tasks.staging.chunk import ChunkResult
 from tasks.land.landing import fetch_status_frame, land_enrichment
 
 VIN = "1HGCM82633A004352"  # the spec's example VIN: data everywhere, open recalls, lien/theft events

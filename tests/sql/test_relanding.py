@@ -15,7 +15,7 @@ import pytest
 
 from connectors.sandbox import valuation as sandbox_values
 from connectors.sandbox import vehicles as sandbox_vehicles
-from tasks.fetch.enrich import ChunkResult
+from tasks.staging.chunk import ChunkResult
 from tasks.land.landing import land_enrichment
 
 VINS = ["1HGCM82633A004352", "1HGCM82633A004353", "1FTFW1ET5DFC10312"]

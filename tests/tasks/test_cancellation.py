@@ -17,7 +17,7 @@ from connectors import Settings
 from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
 from tasks.fetch.enrich import fetch_chunk
 from tasks.fetch.plates import look_up_plates
-from tasks.fetch.recall_batches import run_recall_batches
+from tasks.recalls.batches import run_recall_batches
 from tasks.control.stops import CANCELLED, Stopped, Stops
 
 from .test_recall_batches import vins

@@ -94,7 +94,7 @@ def test_rows_with_a_plate_and_no_vin_wait_for_a_plate_lookup(tmp_path):
     assert result.plates.select("source_row", "plate", "state", "country", "unit_number", "mileage").rows() == [
         (2, "BBB 222", "TX", None, "plate only", 12345),
         (4, "CCC333", None, "DE", "plate and country", None),
-        (6, "EEE555", None, None, "plate alone", None),  # tasks/fetch/plates.py says why it cannot be looked up
+        (6, "EEE555", None, None, "plate alone", None),  # tasks/ingest/plates.py says why it cannot be looked up
     ]
     assert "vin" not in result.plates.columns and "reason" not in result.plates.columns
     # A VIN cell that holds something is the user's VIN: it is checked, never replaced by a plate lookup.

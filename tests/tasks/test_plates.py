@@ -8,10 +8,11 @@ import pytest
 from connectors import Settings
 from connectors.sandbox import SandboxConfig, run_sandbox
 from connectors.sandbox import plates as sandbox_plates
-from tasks.fetch.enrich import Budget
-from tasks.fetch.plates import (
-    PLATE_LOOKUP_FAILED, PLATE_LOOKUP_OFF, PLATE_NEEDS_STATE, PLATE_NOT_FOUND, PLATE_NOT_LOOKED_UP, look_up_plates,
-    lookup_keys, merge_into_roster, place_looked_up, plan_plates, resolutions_frame, sort_plate_rows, with_lookup_keys,
+from tasks.control.budget import Budget
+from tasks.fetch.plates import look_up_plates
+from tasks.ingest.plates import (
+    PLATE_LOOKUP_FAILED, PLATE_LOOKUP_OFF, PLATE_NEEDS_STATE, PLATE_NOT_FOUND, PLATE_NOT_LOOKED_UP, lookup_keys,
+    merge_into_roster, place_looked_up, plan_plates, resolutions_frame, sort_plate_rows, with_lookup_keys,
 )  # fmt: skip
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
@@ -162,7 +163,8 @@ async def test_a_lookup_that_keeps_failing_is_a_reject_with_its_reason_and_the_o
 
 
 def test_a_plate_leading_to_a_vin_the_file_lists_is_a_duplicate_of_that_row(tmp_path):
-    from tasks.fetch.plates import Lookup, PlateLookups, land_lookups
+    from tasks.ingest.plates import Lookup, PlateLookups
+    from tasks.land.plates import land_lookups
     from tasks.store.database import open_database
 
     with open_database(tmp_path / "fleet.duckdb") as db:

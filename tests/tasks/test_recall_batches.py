@@ -17,7 +17,7 @@ import pytest
 
 from connectors import AsyncVehicleDataClient
 from tasks.land import frames as staging
-from tasks.fetch.recall_batches import MAX_BATCH_VINS, run_recall_batches
+from tasks.recalls.batches import MAX_BATCH_VINS, run_recall_batches
 from tasks.ingest.vins import check_digit
 
 from .conftest import KEY
@@ -116,7 +116,7 @@ def test_a_replay_after_an_unanswered_attempt_bills_that_attempt(store):
     """The service took attempt 1 but its answer was lost; attempt 2 is the replay. Only the records change."""
     from connectors.calls import CallRecord
     from connectors.models import BatchJob
-    from tasks.fetch.recall_batches import _bill_first_acceptance
+    from tasks.recalls.batches import _bill_first_acceptance
 
     at = datetime.now(timezone.utc)
     call = dict(endpoint="recalls-batch-submit", method="POST", path=SUBMIT, vin=None, latency_ms=5.0, will_retry=False)

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from connectors.sandbox.recalls import campaign_pool, open_recalls
-from tasks.fetch.recall_details import fetch_recall_details
+from tasks.recalls.details import fetch_recall_details
 
 # Two 2018 Honda CR-Vs with two open campaigns each (not the same two), as the sandbox has them.
 CRV_A, CRV_B = "1HGCM8264JA000002", "1HGCM8266JA000020"

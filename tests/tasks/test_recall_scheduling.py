@@ -70,7 +70,7 @@ def with_recalls(n: int) -> list[str]:
 
 
 def test_details_of_a_landed_batch_start_while_another_batch_waits(store, sandbox, settings, tmp_path):
-    from tasks.fetch.recall_pipeline import check_recalls_and_details
+    from tasks.recalls.pipeline import check_recalls_and_details
 
     due = with_recalls(8)
     store.land("vehicles", pl.DataFrame({"vin": due, "unit_number": [f"U{i}" for i in range(len(due))]}), "r1")

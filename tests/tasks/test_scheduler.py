@@ -25,7 +25,7 @@ from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
 from connectors.sandbox.recalls import campaign_pool
 from tasks.fetch.enrich import fetch_chunk
 from tasks.fetch.lanes import fetch_turn, forget_run
-from tasks.fetch.recall_details import fetch_recall_details
+from tasks.recalls.details import fetch_recall_details
 from tasks.control.stops import PausePolicy, Stops
 
 VINS = [f"1HGCM8263{d}A00435{i}" for d, i in zip("0123456789", range(10))]  # shape only: our service checks nothing

@@ -1,7 +1,7 @@
 """Recall checks and their campaign details, pipelined: a batch's details start as soon as its results land.
 
-The batches are submitted, polled and fetched through their scheduler (tasks/fetch/recall_batches.py);
-each batch whose results land hands its id to the details (tasks/fetch/recall_details.py), which look up
+The batches are submitted, polled and fetched through their scheduler (tasks/recalls/batches.py);
+each batch whose results land hands its id to the details (tasks/recalls/details.py), which look up
 its VINs with recalls while the other batches are still being processed or waiting out a retry.
 Both share the run's budget and stops. Details by VIN only: a model listing waits for the specs.
 """
@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 from connectors import Settings
 
-from tasks.fetch.enrich import Budget
-from tasks.fetch.recall_batches import RecallOutcome, run_recall_batches
-from tasks.fetch.recall_details import DetailsOutcome, fetch_recall_details
+from tasks.control.budget import Budget
+from tasks.recalls.batches import RecallOutcome, run_recall_batches
+from tasks.recalls.details import DetailsOutcome, fetch_recall_details
 from tasks.control.stops import Stops
 from tasks.store.database import Database
 

@@ -31,7 +31,7 @@ from connectors.retry import CallAttempts
 from connectors.webhooks import BatchWebhookReceiver
 
 from tasks.land import frames as staging
-from tasks.fetch.enrich import Budget
+from tasks.control.budget import Budget
 from tasks.fetch.scheduler import Job, Scheduler
 from tasks.control.stops import STOPPING_ERRORS, Pass, Stops
 from tasks.control.failpoints import failpoint

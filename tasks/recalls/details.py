@@ -25,7 +25,9 @@ from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings
 from connectors import errors as e
 
 from tasks.land import frames as staging
-from tasks.fetch.enrich import MAX_UNITS, Budget, ChunkResult, fetch_chunk
+from tasks.fetch.enrich import MAX_UNITS, fetch_chunk
+from tasks.control.budget import Budget
+from tasks.staging.chunk import ChunkResult
 from tasks.staging.journal import AnswerJournal
 from tasks.land.landing import land_enrichment
 from tasks.fetch.lanes import Lane
@@ -65,7 +67,7 @@ async def fetch_recall_details(
 ) -> DetailsOutcome:
     """`journals`: the folder where per-VIN lookups are journalled before they land (see tasks/staging/journal.py).
 
-    `landed`: the ids of recall batches as their results land, then None (tasks/fetch/recall_pipeline.py):
+    `landed`: the ids of recall batches as their results land, then None (tasks/recalls/pipeline.py):
     the details due now are looked up first, then each batch's as it lands, while the other batches
     are still processed (by VIN only: a model listing needs the specs landed first).
     """
