@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import orjson
 
-from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings, estimate_units
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, estimate_units
 from connectors.calls import CALL_IDS
 from connectors import errors as e
 
@@ -26,10 +26,10 @@ from tasks.datasets import Call as Call
 from tasks.datasets import DATASETS as DATASETS
 from tasks.datasets import Dataset
 from tasks.datasets import valuation_request as valuation_request
-from tasks.control.budget import Budget
+from tasks.control.calls import Calls
 from tasks.fetch.scheduler import Job, Scheduler
 from tasks.staging.chunk import ChunkResult
-from tasks.control.stops import STOPPING_ERRORS, Pass, Stops
+from tasks.control.stops import STOPPING_ERRORS, Pass
 
 if TYPE_CHECKING:
     from tasks.staging.journal import AnswerJournal
@@ -44,16 +44,12 @@ async def fetch_chunk(
     dataset: str,
     rows: Sequence[Mapping[str, Any]],
     *,
-    settings: Settings,
-    concurrency: int = 32,
-    budget: Budget | None = None,
-    stops: Stops | None = None,
-    on_progress: Callable[[int], None] | None = None,
+    calls: Calls,
     journal: AnswerJournal | None = None,
     lane: Lane | None = None,
     follows: bool = False,
 ) -> ChunkResult:
-    """Fetch `dataset` for every row (each has at least `vin`). `stops`: the run's, shared by its chunks.
+    """Fetch `dataset` for every row (each has at least `vin`), calling as `calls` allow (tasks/control/calls.py).
 
     Calls go through the scheduler (tasks/fetch/scheduler.py): a VIN waiting to be retried holds no slot.
     With a `lane` (tasks/fetch/lanes.py), the chunk first adopts the waiting retries the chunk before it
@@ -66,8 +62,7 @@ async def fetch_chunk(
     endpoint = spec.endpoint
     api = ENDPOINTS[endpoint].api
     result = ChunkResult(dataset)
-    budget = budget or Budget(None)
-    stops = stops or Stops()
+    settings, concurrency, budget, stops, on_progress = calls.settings, calls.concurrency, calls.budget, calls.stops, calls.on_progress
     jobs: list[Job[Mapping[str, Any]]] = [*(lane.adopt() if lane else ()), *(Job(row) for row in rows)]
     per_call = estimate_units(endpoint, spec.request(jobs[0].item) if jobs else {})
     if stopped_before := stops.reason(api, endpoint):  # refused or paused earlier in the run: call nothing

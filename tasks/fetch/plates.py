@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import uuid
 from contextvars import ContextVar
-from typing import Callable
 
-from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings, estimate_units
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, estimate_units
 from connectors import errors as e
 from connectors import models as m
 
-from tasks.control.budget import Budget
-from tasks.control.stops import STOPPING_ERRORS, Pass, Stops
+from tasks.control.calls import Calls
+from tasks.control.stops import STOPPING_ERRORS, Pass
 from tasks.fetch.scheduler import Job, Scheduler
 from tasks.ingest.plates import ENDPOINT, Key, Lookup, PlateLookups, _now
 
@@ -28,16 +27,14 @@ def _answer(answer: m.PlateDecode | m.PlateFanOut) -> tuple[str | None, str | No
 
 
 async def look_up_plates(
-    keys: list[Key], *, settings: Settings, concurrency: int = 32, budget: Budget | None = None,
-    on_progress: Callable[[int], None] | None = None, stops: Stops | None = None,
+    keys: list[Key], *, calls: Calls,
 ) -> PlateLookups:
     """One call per key, `concurrency` at a time through the scheduler (tasks/fetch/scheduler.py): a lookup waiting
     out a Retry-After goes back to the queue and its slot asks for other plates meanwhile. A quota, credit
     or permission refusal stops the rest, and so does a stop of the run's key (`stops`: a cancellation),
     which also ends a retry's wait."""
     result = PlateLookups()
-    stops = stops or Stops()
-    budget = budget or Budget(None)
+    settings, concurrency, budget, stops, on_progress = calls.settings, calls.concurrency, calls.budget, calls.stops, calls.on_progress
     api = ENDPOINTS[ENDPOINT].api
     scheduler: Scheduler[Key] = Scheduler(stops, api, ENDPOINT, slots=concurrency)
     reserved: dict[Key, int] = {}  # key -> units it holds in the budget, until it is settled

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import polars as pl
 
-from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord
 from connectors import errors as e
 from connectors.client import BatchPolling
 from connectors.models import BatchJob, BatchStatus
@@ -31,9 +31,9 @@ from connectors.retry import CallAttempts
 from connectors.webhooks import BatchWebhookReceiver
 
 from tasks.land import frames as staging
-from tasks.control.budget import Budget
+from tasks.control.calls import Calls
 from tasks.fetch.scheduler import Job, Scheduler
-from tasks.control.stops import STOPPING_ERRORS, Pass, Stops
+from tasks.control.stops import STOPPING_ERRORS, Pass
 from tasks.control.failpoints import failpoint
 from tasks.land.landing import fetch_status_frame
 from tasks.store.database import Database
@@ -91,20 +91,35 @@ def _ledger_row(job: BatchJob | None, **values: Any) -> pl.DataFrame:
     return pl.DataFrame([row], schema=LEDGER_SCHEMA, orient="row")
 
 
+@dataclass(frozen=True)
+class BatchOptions:
+    """Where batches' VIN lists are kept (they outlive a run), how many VINs a batch holds, how its end is learnt:
+    a webhook the service calls (`webhook_url`, received at `webhook_listen` when given), else polling."""
+
+    folder: Path
+    size: int = MAX_BATCH_VINS
+    webhook_url: str | None = None
+    webhook_listen: str | None = None
+    poll_interval: float = 1.0
+
+
+@dataclass
+class _Watch:
+    """How this run learns that a batch has finished: the receiver of its webhook, if any, and the poll interval."""
+
+    webhooks: BatchWebhookReceiver | None
+    webhook_url: str | None
+    notify_url: str | None
+    poll_interval: float
+
+
 async def run_recall_batches(
     db: Database,
     run_id: str,
     due_vins: list[str],
     *,
-    settings: Settings,
-    batches_dir: Path,
-    batch_size: int = 10_000,
-    webhook_url: str | None = None,
-    webhook_listen: str | None = None,
-    poll_interval: float = 1.0,
-    budget: Budget | None = None,
-    stops: Stops | None = None,
-    on_progress: Callable[[int], None] | None = None,
+    calls: Calls,
+    batches: BatchOptions,
     on_landed: Callable[[str], None] | None = None,
 ) -> RecallOutcome:
     """Submit, poll and land every batch, side by side through the scheduler (tasks/fetch/scheduler.py).
@@ -114,11 +129,11 @@ async def run_recall_batches(
     the pause between two status reads, so a batch waiting out a Retry-After holds up no other.
     `on_landed(batch_id)` is told as each batch's results land (its campaign details may start).
     """
+    options, batch_size, batches_dir = batches, batches.size, batches.folder
     if not 1 <= batch_size <= MAX_BATCH_VINS:
         raise ValueError(f"a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs (the service's limit), not {batch_size:,}")
     outcome = RecallOutcome()
-    budget = budget or Budget(None)
-    stops = stops or Stops()
+    stops = calls.stops
     batches_dir.mkdir(parents=True, exist_ok=True)
     unfinished = db.query("unfinished_recall_batches").to_dicts()
     _drop_orphaned_vin_lists(batches_dir, unfinished)
@@ -129,34 +144,34 @@ async def run_recall_batches(
     # 1. Entries an interrupted run left behind: pending ones are resubmitted with their key, the rest
     # polled (an earlier run's webhook receiver is gone). 2. New batches for what is due, each written
     # to the ledger just before its first submit.
-    batches: list[_Batch] = []
+    todo_batches: list[_Batch] = []
     for entry in unfinished:
         batch = _Batch(_chunk_vins(entry), entry["idempotency_key"], entry["vins_chunk"],
                        origin=(entry["run_id"], entry["fetched_at"]), entered=True)
         if not entry["batch_id"].startswith("pending:"):
             batch.step, batch.job = "status", BatchJob(batchId=entry["batch_id"], status=entry["status"])
-        batches.append(batch)
+        todo_batches.append(batch)
     for start in range(0, len(todo), batch_size):
         key = uuid.uuid4().hex
-        batches.append(_Batch(todo[start : start + batch_size], key, str(batches_dir / f"{key}.parquet")))
+        todo_batches.append(_Batch(todo[start : start + batch_size], key, str(batches_dir / f"{key}.parquet")))
 
     async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(AsyncVehicleDataClient(settings, on_call=_to_batch,
+        client = await stack.enter_async_context(AsyncVehicleDataClient(calls.settings, on_call=_to_batch,
                                                                          interrupt=lambda: stops.stopping(API)))
         webhooks = None
-        notify_url = webhook_url
-        if webhook_listen:
+        webhook_url = notify_url = options.webhook_url
+        if options.webhook_listen:
             # Wait for the service's notification instead of polling (polling stays as a slow fallback).
             # The service gets the URL with this run's secret token; the ledger keeps it without.
-            host, _, port = webhook_listen.rpartition(":")
+            host, _, port = options.webhook_listen.rpartition(":")
             webhooks = await stack.enter_async_context(BatchWebhookReceiver(host or "127.0.0.1", int(port or 0)))
             webhook_url = webhook_url or webhooks.url
             notify_url = webhooks.notify_url(webhook_url)
         scheduler: Scheduler[_Batch] = Scheduler(stops, API, "recalls-batch-status",
-                                                 slots=min(MAX_BATCHES_IN_FLIGHT, len(batches)))
-        steps = _Steps(db, run_id, client, scheduler, outcome, stops, budget, webhooks, webhook_url, notify_url,
-                       poll_interval, on_progress, on_landed)
-        scheduler.add(Job(b, CallAttempts(idempotency_key=b.key if b.step == "submit" else None)) for b in batches)
+                                                 slots=min(MAX_BATCHES_IN_FLIGHT, len(todo_batches)))
+        watch = _Watch(webhooks, webhook_url, notify_url, options.poll_interval)
+        steps = _Steps(db, run_id, client, scheduler, outcome, calls, watch, on_landed)
+        scheduler.add(Job(b, CallAttempts(idempotency_key=b.key if b.step == "submit" else None)) for b in todo_batches)
         await scheduler.run(steps.attempt, steps.stopped)
     return outcome
 
@@ -194,11 +209,11 @@ class _Batch:
 class _Steps:
     """The steps of a run's batches, as the scheduler's `attempt` and `stopped`."""
 
-    def __init__(self, db, run_id, client, scheduler, outcome, stops, budget, webhooks, webhook_url,  # noqa: ANN001
-                 notify_url, poll_interval, on_progress, on_landed) -> None:
+    def __init__(self, db, run_id, client, scheduler, outcome, calls: Calls, watch: _Watch, on_landed) -> None:  # noqa: ANN001
         self.db, self.run_id, self.client, self.scheduler, self.outcome = db, run_id, client, scheduler, outcome
-        self.stops, self.budget, self.webhooks, self.webhook_url = stops, budget, webhooks, webhook_url
-        self.notify_url, self.poll_interval, self.on_progress, self.on_landed = notify_url, poll_interval, on_progress, on_landed
+        self.stops, self.budget, self.on_progress, self.on_landed = calls.stops, calls.budget, calls.on_progress, on_landed
+        self.webhooks, self.webhook_url = watch.webhooks, watch.webhook_url
+        self.notify_url, self.poll_interval = watch.notify_url, watch.poll_interval
 
     async def attempt(self, job: Job[_Batch], leave: Pass) -> None:
         batch = job.item

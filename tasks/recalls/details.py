@@ -14,25 +14,25 @@ import asyncio
 import contextlib
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import polars as pl
 
-from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, Settings
+from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord
 from connectors import errors as e
 
 from tasks.land import frames as staging
 from tasks.fetch.enrich import MAX_UNITS, fetch_chunk
-from tasks.control.budget import Budget
+from tasks.control.calls import Calls
 from tasks.staging.chunk import ChunkResult
 from tasks.staging.journal import AnswerJournal
 from tasks.land.landing import land_enrichment
 from tasks.fetch.lanes import Lane
 from tasks.fetch.scheduler import Job, Scheduler
-from tasks.control.stops import STOPPING_ERRORS, Pass, Stops
+from tasks.control.stops import STOPPING_ERRORS, Pass
 from tasks.store.database import Database
 
 
@@ -55,12 +55,8 @@ async def fetch_recall_details(
     db: Database,
     run_id: str,
     *,
-    settings: Settings,
-    budget: Budget | None = None,
-    concurrency: int = 32,
+    calls: Calls,
     chunk_size: int = 1000,
-    stops: Stops | None = None,
-    on_progress: Callable[[int], None] | None = None,
     match: str = "vin",
     journals: Path | None = None,
     landed: asyncio.Queue[str | None] | None = None,
@@ -75,10 +71,25 @@ async def fetch_recall_details(
         raise ValueError(f"recall details are matched by {' or '.join(MATCHES)}, not {match!r}")
     if landed is not None and match != "vin":
         raise ValueError("recall details are looked up as batches land only by VIN")
-    budget = budget or Budget(None)
-    stops = stops or Stops()
     due = db.query("recall_details_due", run_id=run_id, batch_id=None).to_dicts()
     outcome = DetailsOutcome(due=len(due))
+    listed, per_vin = _grouped(due, match)
+    if listed:
+        per_vin.extend(await _by_model(db, run_id, listed, calls, outcome))
+    by_vin = _ByVin(db, run_id, calls, outcome, chunk_size, journals)
+    taken = {row["vin"] for row in per_vin}
+    await by_vin.look_up(per_vin)
+    while landed is not None and (batch_id := await landed.get()) is not None:
+        fresh = [r for r in db.query("recall_details_due", run_id=run_id, batch_id=batch_id).to_dicts()
+                 if r["vin"] not in taken]
+        taken.update(r["vin"] for r in fresh)
+        outcome.due += len(fresh)
+        await by_vin.look_up(fresh)
+    return outcome
+
+
+def _grouped(due: list[dict[str, Any]], match: str) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """The model groups worth one listing each, and the VINs to look up one by one."""
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     per_vin: list[dict[str, Any]] = []
     for row in due:
@@ -88,25 +99,34 @@ async def fetch_recall_details(
             per_vin.append(row)
     listed = [rows for rows in groups.values() if _worth_a_listing(rows)]
     per_vin.extend(r for rows in groups.values() if not _worth_a_listing(rows) for r in rows)
-    if listed:
-        per_vin.extend(await _by_model(db, run_id, listed, settings, budget, outcome, stops, concurrency, on_progress))
-    lane = Lane()  # a chunk with only waiting retries left hands them to the next one
-    taken = {row["vin"] for row in per_vin}
+    return listed, per_vin
 
-    async def look_up(rows: list[dict[str, Any]]) -> None:
-        """Per-VIN lookups, one chunk of `chunk_size` at a time, each landed as it is done."""
-        chunks = [rows[start : start + chunk_size] for start in range(0, len(rows), chunk_size)]
+
+@dataclass
+class _ByVin:
+    """Per-VIN lookups, one chunk of `chunk_size` at a time, each landed as it is done."""
+
+    db: Database
+    run_id: str
+    calls: Calls
+    outcome: DetailsOutcome
+    chunk_size: int
+    journals: Path | None
+    lane: Lane = field(default_factory=Lane)  # a chunk with only waiting retries left hands them to the next one
+
+    async def look_up(self, rows: list[dict[str, Any]]) -> None:
+        outcome, lane = self.outcome, self.lane
+        chunks = [rows[start : start + self.chunk_size] for start in range(0, len(rows), self.chunk_size)]
         for n, chunk in enumerate(chunks):
             if outcome.stop_reason:
                 outcome.pending += len(chunk) + len(lane.adopt())
                 continue
-            journal = AnswerJournal.create(journals, run_id, "recall_details", secrets=(settings.api_key or "",)) if journals else None
+            journal = (AnswerJournal.create(self.journals, self.run_id, "recall_details",
+                                            secrets=(self.calls.settings.api_key or "",)) if self.journals else None)
             with journal or contextlib.nullcontext(), lane.followed(n + 1 < len(chunks)):
-                result: ChunkResult = await fetch_chunk(
-                    "recall_details", chunk, settings=settings, concurrency=concurrency, budget=budget, stops=stops,
-                    on_progress=on_progress, journal=journal, lane=lane, follows=True,  # after the batch's results
-                )
-            land_enrichment(db, run_id, result)
+                result: ChunkResult = await fetch_chunk(  # follows: after the batch's results
+                    "recall_details", chunk, calls=self.calls, journal=journal, lane=lane, follows=True)
+            land_enrichment(self.db, self.run_id, result)
             if journal is not None:
                 journal.delete()  # landed
             outcome.by_vin += len(result.found) + len(result.no_data)
@@ -116,14 +136,25 @@ async def fetch_recall_details(
             outcome.units += result.units
             outcome.stop_reason = outcome.stop_reason or result.stop_reason
 
-    await look_up(per_vin)
-    while landed is not None and (batch_id := await landed.get()) is not None:
-        fresh = [r for r in db.query("recall_details_due", run_id=run_id, batch_id=batch_id).to_dicts()
-                 if r["vin"] not in taken]
-        taken.update(r["vin"] for r in fresh)
-        outcome.due += len(fresh)
-        await look_up(fresh)
-    return outcome
+
+def _listing_frames(rows: list[dict[str, Any]], settled: list[dict[str, Any]], pool: Any, listing: Any,
+                    spent: list[tuple[str, CallRecord, datetime, str | None]]) -> dict[str, pl.DataFrame]:
+    """What one model listing lands: its calls and, for the VINs it settled, their campaigns, checks and the raw answer."""
+    at = _now()
+    frames: dict[str, pl.DataFrame] = {"api_calls": staging.api_calls_frame(spent)}
+    if settled:
+        first = rows[0]
+        frames["recalls"] = staging.recalls_frame([(r["vin"], pool, at) for r in settled], matched_by="model")
+        frames["recall_checks"] = pl.DataFrame(
+            [{"vin": r["vin"], "checked_via": "model", "batch_id": None, "has_recalls": True,
+              "recall_count": r["recall_count"], "campaigns_listed": True, "fetched_at": at} for r in settled],
+            schema=staging.RECALL_CHECK_SCHEMA, orient="row",
+        )
+        frames["raw_responses"] = staging.raw_responses_frame([{
+            "dataset": "recalls", "vin": None, "batch_id": None, "endpoint": "recalls-ymm",
+            "request_params": {"year": first["year"], "make": first["make"], "model": first["model"]},
+            "status": 200, "body": listing.raw, "fetched_at": at}])
+    return frames
 
 
 def _worth_a_listing(rows: list[dict[str, Any]]) -> bool:
@@ -133,38 +164,24 @@ def _worth_a_listing(rows: list[dict[str, Any]]) -> bool:
     return sum(r["recall_count"] == top for r in rows) >= 2
 
 
-async def _by_model(db, run_id, groups, settings, budget, outcome, stops, concurrency,  # noqa: ANN001
-                    on_progress) -> list[dict[str, Any]]:
+async def _by_model(db, run_id, groups, calling: Calls, outcome) -> list[dict[str, Any]]:  # noqa: ANN001
     """List each model's campaigns once, `concurrency` listings at a time through the scheduler, each landed
     as it is settled; return the VINs no listing could settle (they need a per-VIN lookup)."""
+    settings, budget, stops, on_progress = calling.settings, calling.budget, calling.stops, calling.on_progress
     api = ENDPOINTS["recalls-ymm"].api
     leftovers: list[dict[str, Any]] = []
     calls: dict[int, list[tuple[str, CallRecord, datetime, str | None]]] = {}
     reserved: set[int] = set()
-    scheduler: Scheduler[list[dict[str, Any]]] = Scheduler(stops, api, "recalls-ymm", slots=concurrency)
+    scheduler: Scheduler[list[dict[str, Any]]] = Scheduler(stops, api, "recalls-ymm", slots=calling.concurrency)
 
     def settle(job: Job[list[dict[str, Any]]], pool: Any, listing: Any) -> None:
         rows, spent = job.item, calls.pop(id(job), [])
         units = sum(r.units for _, r, _, _ in spent)
         if id(job) in reserved:
             budget.settle(1, units)
-        at = _now()
         settled = [r for r in rows if pool is not None and r["recall_count"] == len(pool)]
-        frames: dict[str, pl.DataFrame] = {"api_calls": staging.api_calls_frame(spent)}
-        if settled:
-            first = rows[0]
-            frames["recalls"] = staging.recalls_frame([(r["vin"], pool, at) for r in settled], matched_by="model")
-            frames["recall_checks"] = pl.DataFrame(
-                [{"vin": r["vin"], "checked_via": "model", "batch_id": None, "has_recalls": True,
-                  "recall_count": r["recall_count"], "campaigns_listed": True, "fetched_at": at} for r in settled],
-                schema=staging.RECALL_CHECK_SCHEMA, orient="row",
-            )
-            frames["raw_responses"] = staging.raw_responses_frame([{
-                "dataset": "recalls", "vin": None, "batch_id": None, "endpoint": "recalls-ymm",
-                "request_params": {"year": first["year"], "make": first["make"], "model": first["model"]},
-                "status": 200, "body": listing.raw, "fetched_at": at}])
         if spent or settled:
-            db.land_chunk(frames, run_id)
+            db.land_chunk(_listing_frames(rows, settled, pool, listing, spent), run_id)
         outcome.calls += len(spent)
         outcome.units += units
         outcome.by_model += len(settled)

@@ -9,15 +9,13 @@ Both share the run's budget and stops. Details by VIN only: a model listing wait
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from connectors import Settings
-
-from tasks.control.budget import Budget
-from tasks.recalls.batches import RecallOutcome, run_recall_batches
+from tasks.control.calls import Calls
+from tasks.recalls.batches import BatchOptions, RecallOutcome, run_recall_batches
 from tasks.recalls.details import DetailsOutcome, fetch_recall_details
-from tasks.control.stops import Stops
 from tasks.store.database import Database
 
 
@@ -26,31 +24,22 @@ async def check_recalls_and_details(
     run_id: str,
     due_vins: list[str],
     *,
-    settings: Settings,
-    batches_dir: Path,
-    concurrency: int = 32,
+    calls: Calls,
+    batches: BatchOptions,
     chunk_size: int = 1000,
     journals: Path | None = None,
-    budget: Budget | None = None,
-    stops: Stops | None = None,
-    on_progress: Callable[[int], None] | None = None,
     on_details: Callable[[int], None] | None = None,
-    **batch_options: Any,
 ) -> tuple[RecallOutcome, DetailsOutcome]:
-    """The batches' outcome and the details' outcome. `batch_options`: `run_recall_batches`'s own options."""
-    budget = budget or Budget(None)
-    stops = stops or Stops()
+    """The batches' outcome and the details' outcome; `calls` is shared by both (one budget, one set of stops),
+    but for its progress: `calls.on_progress` hears of batch VINs, `on_details` of detail lookups."""
     landed: asyncio.Queue[str | None] = asyncio.Queue()
     details = asyncio.create_task(fetch_recall_details(
-        db, run_id, settings=settings, budget=budget, concurrency=concurrency, chunk_size=chunk_size, stops=stops,
-        on_progress=on_details, journals=journals, landed=landed,
+        db, run_id, calls=replace(calls, on_progress=on_details), chunk_size=chunk_size, journals=journals, landed=landed,
     ))
     try:
-        batches = await run_recall_batches(db, run_id, due_vins, settings=settings, batches_dir=batches_dir,
-                                           budget=budget, stops=stops, on_progress=on_progress,
-                                           on_landed=landed.put_nowait, **batch_options)
+        outcome = await run_recall_batches(db, run_id, due_vins, calls=calls, batches=batches, on_landed=landed.put_nowait)
     except BaseException:
         details.cancel()
         raise
     landed.put_nowait(None)  # no more batches: the details end once the last one's are landed
-    return batches, await details
+    return outcome, await details

@@ -29,6 +29,7 @@ from connectors.notify import post_json
 from tasks.control import stops
 from tasks.fetch.enrich import fetch_chunk
 from tasks.control.budget import Budget
+from tasks.control.calls import Calls
 from tasks.staging.chunk import ChunkResult
 from tasks.control.failpoints import failpoint
 from tasks.ingest.fleet_files import read_fleet
@@ -41,7 +42,7 @@ from tasks.fetch.plates import look_up_plates
 from tasks.ingest.plates import PlateLookups, lookup_keys
 from tasks.land.plates import land_lookups
 from tasks.outputs.preview import preview_refresh
-from tasks.recalls.batches import run_recall_batches
+from tasks.recalls.batches import BatchOptions, run_recall_batches
 from tasks.recalls.details import DetailsOutcome, fetch_recall_details
 from tasks.recalls.pipeline import check_recalls_and_details
 from tasks.outputs.report import report_markdown
@@ -84,9 +85,7 @@ def resolve_plates(run_id: str, waiting_path: str, look_up: bool, budget_left: i
     reporter = progress.current()
     if look_up:
         reporter.start("plates", "Plate lookups", len(keys))
-        lookups = asyncio.run(look_up_plates(keys, settings=Settings.from_env(), concurrency=concurrency,
-                                             budget=Budget(budget_left), on_progress=lambda n: reporter.advance("plates", n),
-                                             stops=stops.for_run(run_id)))
+        lookups = asyncio.run(look_up_plates(keys, calls=_calls(run_id, concurrency, budget_left, "plates")))
     else:
         lookups = PlateLookups(not_looked_up=keys)
     outcome = land_lookups(current(run_id).store, run_id, waiting, lookups)
@@ -131,20 +130,18 @@ def check_recalls(run_id: str, due_path: str | None, batch_size: int, webhook_ur
     vins = read_vins(due_path) if due_path else []
     reporter = progress.current()
     reporter.start("recalls", "Recall batches", len(vins))
-    settings = Settings.from_env()
     run = current(run_id)
-    options: dict[str, Any] = dict(settings=settings, batches_dir=run.staging.batches, batch_size=batch_size,
-                                   webhook_url=webhook_url, webhook_listen=webhook_listen, budget=Budget(budget_left),
-                                   stops=stops.for_run(run_id), on_progress=lambda n: reporter.advance("recalls", n))
+    batches = BatchOptions(run.staging.batches, batch_size, webhook_url, webhook_listen)
     details: DetailsOutcome | None = None
     db = run.store
     if details_concurrency is None:
-        outcome = asyncio.run(run_recall_batches(db, run_id, vins, **options))
+        calls = _calls(run_id, 32, budget_left, "recalls")
+        outcome = asyncio.run(run_recall_batches(db, run_id, vins, calls=calls, batches=batches))
     else:
         reporter.start("recall_details", "Recall campaign details", db.query("recall_details_due", run_id=run_id, batch_id=None).height)
         outcome, details = asyncio.run(check_recalls_and_details(
-            db, run_id, vins, concurrency=details_concurrency, journals=run.staging.answers,
-            on_details=lambda n: reporter.advance("recall_details", n), **options))
+            db, run_id, vins, calls=_calls(run_id, details_concurrency, budget_left, "recalls"), batches=batches,
+            journals=run.staging.answers, on_details=lambda n: reporter.advance("recall_details", n)))
     run.publish_if_due()
     get_run_logger().info("recall batches: %s", fields(outcome))
     if details is None:
@@ -160,13 +157,21 @@ def recall_details(run_id: str, budget_left: int | None, concurrency: int, match
     due = run.store.query("recall_details_due", run_id=run_id, batch_id=None).height
     reporter.start("recall_details", "Recall campaign details", due)
     outcome = asyncio.run(fetch_recall_details(
-        run.store, run_id, settings=Settings.from_env(), budget=Budget(budget_left), concurrency=concurrency,
-        stops=stops.for_run(run_id), on_progress=lambda n: reporter.advance("recall_details", n), match=match,
+        run.store, run_id, calls=_calls(run_id, concurrency, budget_left, "recall_details"), match=match,
         journals=run.staging.answers,
     ))
     run.publish_if_due()
     get_run_logger().info("recall details: %s", fields(outcome))
     return vars(outcome)
+
+
+def _calls(run_id: str, concurrency: int, budget_left: int | None, bar: str) -> Calls:
+    """How a task may call: the service's settings from the environment (never a parameter: the key), the
+    run's stops, the budget left, `bar` advanced per answer (a no-op in another process: the flow advances
+    it when the staged file lands)."""
+    reporter = progress.current()
+    return Calls(Settings.from_env(), concurrency, Budget(budget_left), stops.for_run(run_id),
+                 lambda n: reporter.advance(bar, n))
 
 
 def chunk_counts(result: ChunkResult) -> dict[str, Any]:
@@ -184,15 +189,10 @@ def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int
     there once the chunk is done; a chunk killed before leaves it to the next run on this machine.
     """
     folder = answers_dir(scratch_root() / run_id) if is_remote(staging) else Path(staging)
-    reporter = progress.current()  # a no-op in another process: the flow advances the bar when the file lands
     with fetch_turn(run_id, dataset) as lane:  # retries still waiting may be handed to the next chunk
-        settings = Settings.from_env()
-        with AnswerJournal.create(folder, run_id, dataset, secrets=(settings.api_key or "",)) as journal:
-            result = asyncio.run(fetch_chunk(
-                dataset, rows, settings=settings, concurrency=concurrency, budget=Budget(budget_left),
-                stops=stops.for_run(run_id), on_progress=lambda n: reporter.advance(dataset, n), journal=journal,
-                lane=lane,
-            ))
+        calls = _calls(run_id, concurrency, budget_left, dataset)
+        with AnswerJournal.create(folder, run_id, dataset, secrets=(calls.settings.api_key or "",)) as journal:
+            result = asyncio.run(fetch_chunk(dataset, rows, calls=calls, journal=journal, lane=lane))
     return publish(journal.path, staging, run_id), result
 
 

@@ -45,15 +45,19 @@ async def ours(base_url: str, vins: list[str], concurrency: int, stamps: list[fl
     from pathlib import Path
 
     from connectors import Settings
+    from tasks.control.calls import Calls
     from tasks.fetch.enrich import fetch_chunk
     from tasks.staging.journal import AnswerJournal
 
     settings = Settings(api_key=KEY, base_url=base_url, max_connections=concurrency)
     with tempfile.TemporaryDirectory() as folder:
         with AnswerJournal.create(Path(folder), "bench", "specs", secrets=(KEY,)) if staged else nullcontext() as journal:
-            result = await fetch_chunk("specs", [{"vin": vin} for vin in vins], settings=settings,
-                                       concurrency=concurrency, journal=journal,
-                                       on_progress=lambda n: stamps.extend([time.perf_counter()] * n))
+            result = await fetch_chunk(
+                "specs",
+                [{"vin": vin} for vin in vins],
+                calls=Calls(settings=settings, concurrency=concurrency, on_progress=lambda n: stamps.extend([time.perf_counter()] * n)),
+                journal=journal,
+            )
     return len(result.found)
 
 

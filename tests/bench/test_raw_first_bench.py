@@ -29,6 +29,7 @@ from connectors import AsyncVehicleDataClient, Settings
 from connectors import models as m
 from connectors.sandbox import Sandbox
 from connectors.sandbox import vehicles as sandbox_vehicles
+from tasks.control.calls import Calls
 from tasks.land import frames as staging
 from tasks.fetch.enrich import fetch_chunk
 from tasks.staging.chunk import ChunkResult
@@ -138,7 +139,11 @@ async def _cpu_per_call(url: str, mode: str) -> tuple[float, int]:
     cpu = time.process_time()
     answered = 0
     if mode == "fetch_chunk":
-        result = await fetch_chunk("specs", [{"vin": v} for v in vins], settings=settings, concurrency=CONCURRENCY)
+        result = await fetch_chunk(
+            "specs",
+            [{"vin": v} for v in vins],
+            calls=Calls(settings=settings, concurrency=CONCURRENCY),
+        )
         answered = len(result.found) + len(result.no_data)
     else:
         queue = list(reversed(vins))

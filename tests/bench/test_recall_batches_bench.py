@@ -61,8 +61,8 @@ PIPELINE = textwrap.dedent(
         recalls = plan.datasets["recalls"]
         vins = read_vins(recalls.path) if recalls.path else []
         times["plan_s"] = time.perf_counter() - started - times["ingest_s"]
-        outcome = asyncio.run(run_recall_batches(db, run_id, vins, settings=Settings.from_env(),
-                                                 batches_dir=staging / "recall_batches", batch_size=batch_size))
+        outcome = asyncio.run(run_recall_batches(db, run_id, vins, calls=Calls(Settings.from_env()),
+                                                 batches=BatchOptions(staging / "recall_batches", batch_size)))
         times["batches_s"] = time.perf_counter() - started - times["ingest_s"] - times["plan_s"]
         db.finish_run(run_id, "completed", counts=ingest.summary(), units_used=outcome.units)
         landed = db.sql("SELECT count(*) AS checks, count(DISTINCT vin) AS vins FROM recall_checks "

@@ -16,6 +16,7 @@ from prefect.testing.utilities import prefect_test_harness
 from connectors.sandbox import run_sandbox
 from flows import backfill
 from flows.cli import main
+from tasks.control.calls import Calls
 from tasks.land import frames as staging
 from tasks.steps.backfill_tasks import MODELS, check_vins, parse_raw_rows, read_vins_file
 from tasks.ingest.fleet_files import read_fleet
@@ -158,8 +159,12 @@ def test_backfill_first_lands_what_a_killed_run_paid_for(backfilled, fleet, sand
     paid, asked = fleet["vins"][6], fleet["vins"][7]
     answers = Path(fleet["db"]).resolve().parent / "staging" / "run-2" / "answers"
     with AnswerJournal.create(answers, "run-2", "history", secrets=(KEY,)) as journal:
-        asyncio.run(fetch_chunk("history", [{"vin": paid}], settings=Settings(api_key=KEY, base_url=sandbox.url),
-                                journal=journal))
+        asyncio.run(fetch_chunk(
+            "history",
+            [{"vin": paid}],
+            calls=Calls(settings=Settings(api_key=KEY, base_url=sandbox.url)),
+            journal=journal,
+        ))
     before = _calls(sandbox)
     assert main(["backfill", "--db", fleet["db"], "--lake", "", "--vins", asked, "--datasets", "history"]) == 0
     assert _grown(before, _calls(sandbox)) == {"/history": 1}  # the VIN asked for, not the one journalled

@@ -29,6 +29,7 @@ from connectors import errors as e
 from connectors.retry import RetryPolicy
 from connectors.sandbox import Account, FaultConfig
 from flows.refresh import refresh_fleet
+from tasks.control.calls import Calls
 from tasks.store.database import open_database
 from tasks.ingest.vins import check_digit
 
@@ -359,7 +360,7 @@ async def test_an_answer_of_the_wrong_shape_fails_its_vin_not_the_chunk():
     settings = Settings(api_key="shape_test_key", base_url="http://127.0.0.1:%d" % runner.addresses[0][1])
     vins = [magic_vin(f"00077{i}") for i in range(8)]  # 000777 among them
     try:
-        result = await fetch_chunk("specs", [{"vin": v} for v in vins], settings=settings, concurrency=3)
+        result = await fetch_chunk("specs", [{"vin": v} for v in vins], calls=Calls(settings=settings, concurrency=3))
     finally:
         await runner.cleanup()
     assert sorted(v for v, _, _ in result.found) == sorted(set(vins) - {garbled})

@@ -15,6 +15,7 @@ import pytest
 
 from flows.cli import main
 from flows.status import month_start
+from tasks.control.calls import Calls
 from tasks.land import frames as staging
 from tasks.ingest.fleet_files import read_fleet
 from tasks.store.database import open_database
@@ -183,7 +184,11 @@ def test_no_data_answers_from_the_service_are_not_failed_calls(tmp_path, monkeyp
     path = str(tmp_path / "fleet.duckdb")
     with run_sandbox() as sandbox:
         settings = Settings(api_key="status_key", base_url=sandbox.url, retry=RetryPolicy(max_retry_after=0, initial_backoff=0))
-        result = asyncio.run(fetch_chunk("specs", [{"vin": v} for v in (found, gone, broken)], settings=settings))
+        result = asyncio.run(fetch_chunk(
+            "specs",
+            [{"vin": v} for v in (found, gone, broken)],
+            calls=Calls(settings=settings),
+        ))
         served = {(r["status"]): r["count"] for r in sandbox.stats()["requests"]}
     with open_database(path) as db:
         db.start_run("refresh", [], run_id="r1")

@@ -15,9 +15,10 @@ import pytest
 
 from connectors import Settings
 from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
+from tasks.control.calls import Calls
 from tasks.fetch.enrich import fetch_chunk
 from tasks.fetch.plates import look_up_plates
-from tasks.recalls.batches import run_recall_batches
+from tasks.recalls.batches import BatchOptions, run_recall_batches
 from tasks.control.stops import CANCELLED, Stopped, Stops
 
 from .test_recall_batches import vins
@@ -58,8 +59,11 @@ def test_a_retry_waiting_out_retry_after_ends_and_its_vin_stays_pending(failing)
     stops = Stops()
     rows = [{"vin": v} for v in vins(6)]
     cancel_soon(stops)
-    result = asyncio.run(asyncio.wait_for(fetch_chunk("specs", rows, settings=Settings(api_key="k", base_url=failing.url),
-                                                      concurrency=3, stops=stops), BOUND))
+    result = asyncio.run(asyncio.wait_for(fetch_chunk(
+        "specs",
+        rows,
+        calls=Calls(settings=Settings(api_key="k", base_url=failing.url), concurrency=3, stops=stops),
+    ), BOUND))
     assert sorted(result.pending) == sorted(r["vin"] for r in rows) and result.failed == []
     assert result.stop_reason == CANCELLED
     # Each VIN's first call (the scheduler's slots serve the others while a retry waits out its Retry-After),
@@ -72,8 +76,10 @@ def test_plate_lookups_stop_and_their_plates_are_not_looked_up(failing):
     stops = Stops()
     keys = [("US", "TX", f"ABC{i:03d}") for i in range(4)]
     cancel_soon(stops)
-    lookups = asyncio.run(asyncio.wait_for(look_up_plates(keys, settings=Settings(api_key="k", base_url=failing.url),
-                                                          concurrency=2, stops=stops), BOUND))
+    lookups = asyncio.run(asyncio.wait_for(look_up_plates(
+        keys,
+        calls=Calls(settings=Settings(api_key="k", base_url=failing.url), concurrency=2, stops=stops),
+    ), BOUND))
     assert sorted(lookups.not_looked_up) == sorted(keys) and lookups.results == {}
     assert lookups.stop_reason == CANCELLED
 
@@ -85,7 +91,7 @@ def test_a_batch_poll_ends_and_the_batch_is_left_for_the_next_run(store, tmp_pat
         settings = Settings(api_key="k", base_url=sandbox.url)
         cancel_soon(stops, after=1.0)
         outcome = asyncio.run(asyncio.wait_for(run_recall_batches(
-            store, "r1", due, settings=settings, batches_dir=tmp_path / "batches", poll_interval=60, stops=stops,
+            store, "r1", due, calls=Calls(settings, stops=stops), batches=BatchOptions(tmp_path / "batches", poll_interval=60),
         ), BOUND))
     assert (outcome.submitted, outcome.pending, outcome.checked) == (1, 5, 0)
     assert outcome.stop_reason == CANCELLED

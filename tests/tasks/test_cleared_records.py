@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 import polars as pl
 import pytest
 
+from tasks.control.calls import Calls
 from tasks.fetch.enrich import fetch_chunk
 from tasks.land.landing import fetch_status_frame, land_enrichment
 
@@ -38,7 +39,7 @@ def test_no_data_after_data_clears_the_old_rows(vehicle, settings, dataset):
     table, row = OLD_ROWS[dataset]
     old = pl.DataFrame([{**row, "fetched_at": BEFORE}])
     db.land_chunk({table: old, "fetch_status": fetch_status_frame(dataset, [(GONE, BEFORE)], [])}, "r0")
-    result = asyncio.run(fetch_chunk(dataset, [{"vin": GONE}], settings=settings("test_enterprise")))
+    result = asyncio.run(fetch_chunk(dataset, [{"vin": GONE}], calls=Calls(settings=settings("test_enterprise"))))
     assert [v for v, _ in result.no_data] == [GONE]
     land_enrichment(db, "r1", result)
     assert db.sql(f"SELECT count(*) FROM {table}").item() == 0
@@ -55,7 +56,7 @@ def test_a_recall_lookup_with_no_data_closes_the_vins_open_campaigns(vehicle, se
     db.land("recall_checks", pl.DataFrame([{"vin": GONE, "checked_via": "vin", "has_recalls": True, "recall_count": 1,
                                             "campaigns_listed": True, "fetched_at": BEFORE}]), "r0")
     assert db.sql("SELECT open_recall_count FROM vehicle_overview").item() == 1
-    result = asyncio.run(fetch_chunk("recall_details", [{"vin": GONE}], settings=settings()))
+    result = asyncio.run(fetch_chunk("recall_details", [{"vin": GONE}], calls=Calls(settings=settings())))
     land_enrichment(db, "r1", result)
     assert db.sql("SELECT count(*) FROM open_recalls").item() == 0
     assert db.sql("SELECT open_recall_count, recalls_checked_at > $t FROM vehicle_overview", {"t": BEFORE}).row(0) == (0, True)

@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 
 from tasks import datasets as registry
+from tasks.control.calls import Calls
 from tasks.datasets import REGISTRY, Dataset, Table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +117,7 @@ def test_a_dataset_declared_once_is_planned_fetched_landed_and_reparsed(toy, sto
     assert (plan.endpoint, plan.due, plan.not_applicable) == ("market-value-v1", 2, 1)  # its markets: US only
     rows = pl.read_parquet(plan.path).to_dicts()
 
-    result = asyncio.run(fetch_chunk("legacy_value", rows, settings=settings()))
+    result = asyncio.run(fetch_chunk("legacy_value", rows, calls=Calls(settings=settings())))
     assert sorted(v for v, _, _ in result.found) == VINS[:2], (result.failed, result.no_data)
     land_enrichment(store, run, result)
     landed = store.sql("SELECT vin, retail FROM legacy_values ORDER BY vin").rows()

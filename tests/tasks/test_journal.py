@@ -19,6 +19,7 @@ import pytest
 
 from connectors import CallRecord, RetryPolicy, Settings
 from connectors.sandbox import SandboxConfig, run_sandbox
+from tasks.control.calls import Calls
 from tasks.steps.backfill_tasks import FETCHED_AS, MODELS
 from tasks.fetch.enrich import DATASETS, fetch_chunk
 from tasks.staging.chunk import ChunkResult
@@ -48,7 +49,12 @@ def settings(sandbox, key: str) -> Settings:
 
 async def fetch(sandbox, key: str, dataset: str, directory: Path) -> tuple[ChunkResult, Path]:
     with AnswerJournal.create(directory, RUN, dataset, secrets=(key,)) as journal:
-        result = await fetch_chunk(dataset, ROWS, settings=settings(sandbox, key), concurrency=3, journal=journal)
+        result = await fetch_chunk(
+            dataset,
+            ROWS,
+            calls=Calls(settings=settings(sandbox, key), concurrency=3),
+            journal=journal,
+        )
     return result, journal.path
 
 

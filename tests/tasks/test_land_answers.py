@@ -15,6 +15,7 @@ import pytest
 
 from connectors import RetryPolicy, Settings
 from connectors.sandbox import SandboxConfig, run_sandbox
+from tasks.control.calls import Calls
 from tasks.fetch.enrich import fetch_chunk
 from tasks.staging.journal import AnswerJournal, read_journal
 from tasks.land.landing import land_answers, land_enrichment
@@ -50,7 +51,7 @@ async def test_a_journal_lands_set_based_as_its_chunk_result_does(sandbox, tmp_p
     key = f"land_answers_{dataset}"
     settings = Settings(api_key=key, base_url=sandbox.url, retry=QUICK_RETRIES)
     with AnswerJournal.create(tmp_path, RUN, dataset, secrets=(key,)) as journal:
-        await fetch_chunk(dataset, ROWS, settings=settings, concurrency=3, journal=journal)
+        await fetch_chunk(dataset, ROWS, calls=Calls(settings=settings, concurrency=3), journal=journal)
         journal.answer(None, "1HGCM82633A009999", "found", datetime(2026, 1, 1, tzinfo=timezone.utc), body=b"[1, 2]")
     staged = read_journal(journal.path)
     assert staged.table.num_rows > len(VINS)
@@ -94,8 +95,12 @@ async def test_a_failure_counts_the_attempts_made_in_an_earlier_chunk(sandbox, t
     settings = Settings(api_key=key, base_url=sandbox.url, retry=QUICK_RETRIES)
     failing = "1HGCM82633A000500"  # 500, retried once, then failed
     with AnswerJournal.create(tmp_path, RUN, "specs", secrets=(key,)) as journal:
-        await fetch_chunk("specs", [r for r in ROWS if r["vin"] == failing], settings=settings, concurrency=1,
-                          journal=journal)
+        await fetch_chunk(
+            "specs",
+            [r for r in ROWS if r["vin"] == failing],
+            calls=Calls(settings=settings, concurrency=1),
+            journal=journal,
+        )
     table = read_journal(journal.path).table
     settled = table.filter(pc.is_valid(table.column("outcome")))  # the first attempt was in another journal
     assert settled.num_rows == 1 and settled.column("attempt").to_pylist() == [2]

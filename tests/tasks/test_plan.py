@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 
+from tasks.control.calls import Calls
 from tasks.plan.due import DEFAULT_FRESHNESS, DatasetPlan, parse_freshness
 
 
@@ -46,7 +47,7 @@ def test_no_data_answers_are_asked_again_after_their_own_shorter_window(store, s
 
     found, gone = "1HGCM82633A004352", "1HGCM82633A004363"  # data; no data anywhere
     store.land("vehicles", pl.DataFrame({"vin": [found, gone]}), "r1")
-    result = asyncio.run(fetch_chunk("specs", [{"vin": found}, {"vin": gone}], settings=settings()))
+    result = asyncio.run(fetch_chunk("specs", [{"vin": found}, {"vin": gone}], calls=Calls(settings=settings())))
     assert [v for v, _ in result.no_data] == [gone]
     land_enrichment(store, "r1", result)
     now = datetime.now(timezone.utc)

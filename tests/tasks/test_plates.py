@@ -8,6 +8,7 @@ import pytest
 from connectors import Settings
 from connectors.sandbox import SandboxConfig, run_sandbox
 from connectors.sandbox import plates as sandbox_plates
+from tasks.control.calls import Calls
 from tasks.control.budget import Budget
 from tasks.fetch.plates import look_up_plates
 from tasks.ingest.plates import (
@@ -108,7 +109,7 @@ async def test_lookups_against_the_sandbox_find_vins_reject_the_rest_and_count_e
     settings = Settings(api_key="plates_test_key", base_url=sandbox.url)
     known, unknown = sandbox_plate(True), sandbox_plate(False)
     keys = [("US", "TX", known), ("US", "TX", unknown), ("GB", None, sandbox_plate(True, 100))]
-    lookups = await look_up_plates(keys, settings=settings, concurrency=4, budget=Budget(None))
+    lookups = await look_up_plates(keys, calls=Calls(settings=settings, concurrency=4, budget=Budget(None)))
     assert sandbox.count("/v2/platedecoder") == 3 == len(lookups.calls)
     outcome = {k: (r.outcome, r.status) for k, r in lookups.results.items()}
     assert outcome == {keys[0]: ("found", 200), keys[1]: ("not_found", 404), keys[2]: ("found", 200)}
@@ -127,22 +128,29 @@ async def test_lookups_against_the_sandbox_find_vins_reject_the_rest_and_count_e
 async def test_a_budget_or_a_refusal_leaves_plates_not_looked_up_and_errors_fail_them(sandbox):
     settings = Settings(api_key="plates_test_key", base_url=sandbox.url)
     keys = [("US", "TX", sandbox_plate(True, i * 50)) for i in range(3)]
-    lookups = await look_up_plates(keys, settings=settings, concurrency=1, budget=Budget(1))
+    lookups = await look_up_plates(keys, calls=Calls(settings=settings, concurrency=1, budget=Budget(1)))
     assert sandbox.count("/v2/platedecoder") == 1
     assert len(lookups.not_looked_up) == 2 and lookups.stop_reason == "max-units reached"
     rows = with_lookup_keys(plate_rows([(k[2], "TX", None) for k in keys]))
     _, rejected = place_looked_up(rows, lookups)
     assert rejected["reason"].to_list() == [PLATE_NOT_LOOKED_UP] * 2
 
-    stopped = await look_up_plates(keys, settings=Settings(api_key="test_quota_0", base_url=sandbox.url),
-                                   concurrency=1, budget=Budget(None))
+    stopped = await look_up_plates(
+        keys,
+        calls=Calls(settings=Settings(api_key="test_quota_0", base_url=sandbox.url), concurrency=1, budget=Budget(None)),
+    )
     assert "429" in stopped.stop_reason and len(stopped.not_looked_up) == 3 and not stopped.results
 
-    blocked = await look_up_plates(keys, settings=Settings(api_key="test_blocked", base_url=sandbox.url),
-                                   concurrency=1, budget=Budget(None))
+    blocked = await look_up_plates(
+        keys,
+        calls=Calls(settings=Settings(api_key="test_blocked", base_url=sandbox.url), concurrency=1, budget=Budget(None)),
+    )
     assert "403" in blocked.stop_reason and not blocked.results  # a blocked key stops, it does not fail each plate
 
-    bad = await look_up_plates([("XX", None, "ABC")], settings=settings, concurrency=1, budget=Budget(None))
+    bad = await look_up_plates(
+        [("XX", None, "ABC")],
+        calls=Calls(settings=settings, concurrency=1, budget=Budget(None)),
+    )
     assert bad.results[("XX", None, "ABC")].outcome == "not_found"  # 404 Invalid state or country code.
     _, rejected = place_looked_up(with_lookup_keys(plate_rows([("ABC", None, "XX")])), bad)
     assert rejected["reason"].to_list() == [PLATE_NOT_FOUND]
@@ -154,7 +162,7 @@ async def test_a_lookup_that_keeps_failing_is_a_reject_with_its_reason_and_the_o
     settings = Settings(api_key="plates_test_key", base_url=sandbox.url)
     sandbox.set_faults(FaultConfig(rate=1.0, statuses=[500], seed=3))
     keys = [("US", "TX", sandbox_plate(True)), ("US", "TX", sandbox_plate(True, 50))]
-    lookups = await look_up_plates(keys, settings=settings, concurrency=2, budget=Budget(None))
+    lookups = await look_up_plates(keys, calls=Calls(settings=settings, concurrency=2, budget=Budget(None)))
     assert {r.outcome for r in lookups.results.values()} == {"failed"} and not lookups.not_looked_up
     assert all(r.status == 500 and r.message for r in lookups.results.values())
     _, rejected = place_looked_up(with_lookup_keys(plate_rows([(k[2], "TX", None) for k in keys])), lookups)

@@ -12,6 +12,7 @@ import pytest
 from connectors.models.base import Result
 from connectors.redact import redact_text
 from connectors.retry import RetryPolicy
+from tasks.control.calls import Calls
 from tasks.fetch.enrich import DATASETS, fetch_chunk
 from tasks.staging.journal import AnswerJournal, read_journal
 
@@ -36,7 +37,7 @@ async def test_a_chunk_keeps_the_answers_bytes_and_builds_no_model(sandbox, sett
     built = models_built(monkeypatch)
     rows = [{"vin": v, "state": "CA", "mileage": 1000} for v in VINS]
     with AnswerJournal.create(tmp_path, "run-raw", dataset) as journal:
-        result = await fetch_chunk(dataset, rows, settings=settings(), concurrency=2, journal=journal)
+        result = await fetch_chunk(dataset, rows, calls=Calls(settings=settings(), concurrency=2), journal=journal)
     assert result.found and built == []
     staged = {r["vin"]: r["body"] for r in read_journal(journal.path).table.to_pylist() if r["outcome"] == "found"}
     for vin, body, _ in result.found:
@@ -96,8 +97,12 @@ async def scripted_specs():
 async def test_the_staged_answer_is_the_bytes_the_service_sent_with_the_key_redacted(scripted_specs, tmp_path):
     _, settings = scripted_specs
     with AnswerJournal.create(tmp_path, "run-raw", "specs", secrets=(SENT_KEY,)) as journal:
-        result = await fetch_chunk("specs", [{"vin": v} for v in VINS], settings=settings, concurrency=2,
-                                   journal=journal)
+        result = await fetch_chunk(
+            "specs",
+            [{"vin": v} for v in VINS],
+            calls=Calls(settings=settings, concurrency=2),
+            journal=journal,
+        )
     staged = {r["vin"]: r["body"] for r in read_journal(journal.path).table.to_pylist() if r["outcome"] == "found"}
     assert sorted(staged) == sorted(VINS) and not result.failed
     for vin, body, _ in result.found:
@@ -114,7 +119,7 @@ async def test_an_echoed_key_that_differs_from_ours_is_still_blanked(scripted_sp
     vin = VINS[0]
     bodies[vin] = b'{"success": true, "input": {"vin": "%s", "key": "%s"}, "attributes": {}}' % (
         vin.encode(), SENT_KEY.upper().encode())
-    result = await fetch_chunk("specs", [{"vin": vin}], settings=settings)
+    result = await fetch_chunk("specs", [{"vin": vin}], calls=Calls(settings=settings))
     [(_, body, _)] = result.found
     assert orjson.loads(body)["input"] == {"vin": vin, "key": "[redacted]"}
     assert SENT_KEY.upper().encode() not in body
@@ -131,7 +136,7 @@ async def test_an_answer_that_is_not_what_specs_promise_fails_its_vin_only(scrip
     bodies, settings = scripted_specs
     bad, good = VINS[0], VINS[1]
     bodies[bad] = answer
-    result = await fetch_chunk("specs", [{"vin": bad}, {"vin": good}], settings=settings)
+    result = await fetch_chunk("specs", [{"vin": bad}, {"vin": good}], calls=Calls(settings=settings))
     found = {vin: body for vin, body, _ in result.found}
     assert good in found
     if reason is None:
@@ -146,7 +151,7 @@ async def test_a_200_that_says_it_failed_is_classified_as_the_service_says(scrip
     bodies, settings = scripted_specs
     vin = VINS[0]
     bodies[vin] = b'{"success": false, "message": "No data found for this VIN"}'
-    result = await fetch_chunk("specs", [{"vin": vin}], settings=settings)
+    result = await fetch_chunk("specs", [{"vin": vin}], calls=Calls(settings=settings))
     # As before the fetch kept bytes: the VIN fails with the service's word, no answer staged.
     assert [(f["vin"], f["status"], f["message"], f["retryable"]) for f in result.failed] == [
         (vin, 200, "No data found for this VIN", False)]

@@ -17,7 +17,8 @@ import pytest
 
 from connectors import AsyncVehicleDataClient
 from tasks.land import frames as staging
-from tasks.recalls.batches import MAX_BATCH_VINS, run_recall_batches
+from tasks.control.calls import Calls
+from tasks.recalls.batches import MAX_BATCH_VINS, BatchOptions, run_recall_batches
 from tasks.ingest.vins import check_digit
 
 from .conftest import KEY
@@ -33,9 +34,9 @@ def vins(n: int, plant: str = "B") -> list[str]:
     return out
 
 
-def run(db, run_id, due, settings, tmp_path, **kw):
-    return asyncio.run(run_recall_batches(db, run_id, due, settings=settings, batches_dir=tmp_path / "batches",
-                                          poll_interval=0.05, **kw))
+def run(db, run_id, due, settings, tmp_path, batch_size=MAX_BATCH_VINS, webhook_url=None):
+    batches = BatchOptions(tmp_path / "batches", batch_size, webhook_url, poll_interval=0.05)
+    return asyncio.run(run_recall_batches(db, run_id, due, calls=Calls(settings), batches=batches))
 
 
 def pending_entry(db, tmp_path, run_id: str, key: str, listed: list[str], at: datetime) -> None:

@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from connectors.sandbox.recalls import campaign_pool, open_recalls
+from tasks.control.calls import Calls
 from tasks.recalls.details import fetch_recall_details
 
 # Two 2018 Honda CR-Vs with two open campaigns each (not the same two), as the sandbox has them.
@@ -44,7 +45,7 @@ def checked_by_batch(store):
 
 def test_by_default_each_vin_gets_its_own_campaigns(checked_by_batch, sandbox, settings):
     db = checked_by_batch
-    outcome = asyncio.run(fetch_recall_details(db, "r1", settings=settings()))
+    outcome = asyncio.run(fetch_recall_details(db, "r1", calls=Calls(settings=settings())))
     assert sandbox.count("/v1/recalls-ymm") == 0
     assert sandbox.count("/v1/recalls") == 2
     assert (outcome.by_vin, outcome.by_model) == (2, 0)
@@ -59,7 +60,7 @@ def test_by_default_each_vin_gets_its_own_campaigns(checked_by_batch, sandbox, s
 
 def test_the_model_list_is_opt_in_and_marked_likely(checked_by_batch, sandbox, settings):
     db = checked_by_batch
-    outcome = asyncio.run(fetch_recall_details(db, "r1", settings=settings(), match="model"))
+    outcome = asyncio.run(fetch_recall_details(db, "r1", calls=Calls(settings=settings()), match="model"))
     assert sandbox.count("/v1/recalls-ymm") == 1 and sandbox.count("/v1/recalls") == 0
     assert (outcome.by_vin, outcome.by_model) == (0, 2)
     pool = {c["nhtsa_campaign_number"] for c in campaign_pool(*LABEL)}
@@ -71,12 +72,12 @@ def test_the_model_list_is_opt_in_and_marked_likely(checked_by_batch, sandbox, s
     assert overview == [(CRV_A, 2, 2), (CRV_B, 2, 2)]
 
     # A later per-VIN lookup confirms the real campaigns and closes the guessed ones.
-    later = asyncio.run(fetch_recall_details(db, "r1", settings=settings()))
+    later = asyncio.run(fetch_recall_details(db, "r1", calls=Calls(settings=settings())))
     assert later.due == 0  # the model listing counted as a listing: nothing is due again this run
     db.land("recall_checks", pl.DataFrame([{"vin": CRV_A, "checked_via": "batch", "batch_id": "b2", "has_recalls": True,
                                             "recall_count": 2, "fetched_at": datetime.now(timezone.utc)}]), "r2")
     db.land("vehicles", pl.DataFrame({"vin": [CRV_A], "unit_number": ["A"]}), "r2")
-    asyncio.run(fetch_recall_details(db, "r2", settings=settings()))
+    asyncio.run(fetch_recall_details(db, "r2", calls=Calls(settings=settings())))
     rows = db.sql("SELECT nhtsa_campaign_number, matched_by FROM open_recalls WHERE vin = $v", {"v": CRV_A}).rows()
     assert {c for c, _ in rows} == campaigns(CRV_A) and {m for _, m in rows} == {"vin"}
     assert db.sql("SELECT open_recall_count, likely_recall_count FROM vehicle_overview WHERE vin = $v",

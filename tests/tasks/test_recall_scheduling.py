@@ -14,6 +14,7 @@ import polars as pl
 
 from connectors.sandbox import FaultConfig
 from connectors.sandbox.recalls import open_recalls
+from tasks.control.calls import Calls
 from tasks.fetch.plates import look_up_plates
 
 from .conftest import KEY
@@ -70,13 +71,14 @@ def with_recalls(n: int) -> list[str]:
 
 
 def test_details_of_a_landed_batch_start_while_another_batch_waits(store, sandbox, settings, tmp_path):
+    from tasks.recalls.batches import BatchOptions
     from tasks.recalls.pipeline import check_recalls_and_details
 
     due = with_recalls(8)
     store.land("vehicles", pl.DataFrame({"vin": due, "unit_number": [f"U{i}" for i in range(len(due))]}), "r1")
     one_call_waits(sandbox, STATUS)
-    batches, details = asyncio.run(check_recalls_and_details(store, "r1", due, settings=settings(), batches_dir=tmp_path / "b",
-                                                 batch_size=4, poll_interval=0.05, concurrency=4))
+    batches, details = asyncio.run(check_recalls_and_details(
+        store, "r1", due, calls=Calls(settings(), concurrency=4), batches=BatchOptions(tmp_path / "b", 4, poll_interval=0.05)))
     assert (batches.submitted, batches.checked, batches.pending) == (2, 8, 0)
     with_counts = store.sql("SELECT count(*) FROM recall_checks WHERE checked_via = 'batch' AND recall_count > 0").item()
     assert with_counts >= 6  # the sandbox's batch answer counts recalls its own way: most of these have some
@@ -99,8 +101,10 @@ async def test_a_plate_waiting_out_a_retry_after_does_not_hold_its_slot(sandbox)
     keys = [("US", "TX", sandbox_plate(True, i * 50)) for i in range(3)]
     sandbox.set_faults(FaultConfig(rate=1.0, statuses=[503], retry_after_seconds=2, endpoints=[PLATE], max_faults=1))
     sandbox.record_journal(True)
-    lookups = await look_up_plates(keys, settings=Settings(api_key="plates_wait_key", base_url=sandbox.url),
-                                   concurrency=1)
+    lookups = await look_up_plates(
+        keys,
+        calls=Calls(settings=Settings(api_key="plates_wait_key", base_url=sandbox.url), concurrency=1),
+    )
     assert {r.outcome for r in lookups.results.values()} == {"found"} and len(lookups.results) == 3
     journal = [c for c in sandbox.journal() if c["key"] == "plates_wait_key"]
     waiting, meanwhile = around_the_wait(journal, PLATE)

@@ -23,6 +23,7 @@ from connectors import Settings
 from connectors import errors as e
 from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
 from connectors.sandbox.recalls import campaign_pool
+from tasks.control.calls import Calls
 from tasks.fetch.enrich import fetch_chunk
 from tasks.fetch.lanes import fetch_turn, forget_run
 from tasks.recalls.details import fetch_recall_details
@@ -102,7 +103,11 @@ async def test_a_retry_waits_in_the_queue_while_its_slot_serves_other_vins(servi
     """One slot. A answers 503 `Retry-After: 2`, B 503 `Retry-After: 1`: C, D, E are served while both wait."""
     service.script = {A: [(503, 2)], B: [(503, 1)]}
     settings = Settings(api_key="sched_key", base_url=service.url)
-    result = await asyncio.wait_for(fetch_chunk("specs", rows(A, B, C, D, E), settings=settings, concurrency=1), 30)
+    result = await asyncio.wait_for(fetch_chunk(
+        "specs",
+        rows(A, B, C, D, E),
+        calls=Calls(settings=settings, concurrency=1),
+    ), 30)
 
     assert sorted(v for v, _, _ in result.found) == sorted([A, B, C, D, E])
     assert not result.failed and not result.pending
@@ -122,7 +127,7 @@ async def test_a_retry_waits_in_the_queue_while_its_slot_serves_other_vins(servi
 async def test_the_retry_budget_still_holds_across_the_queue(service):
     service.script = {A: [(503, 0)] * 10}
     settings = Settings(api_key="sched_key", base_url=service.url)
-    result = await asyncio.wait_for(fetch_chunk("specs", rows(A, B), settings=settings, concurrency=2), 30)
+    result = await asyncio.wait_for(fetch_chunk("specs", rows(A, B), calls=Calls(settings=settings, concurrency=2)), 30)
     assert [(f["vin"], f["status"], f["attempts"]) for f in result.failed] == [(A, 503, 1 + settings.retry.max_retries)]
     assert len(service.calls(A)) == 1 + settings.retry.max_retries
 
@@ -137,8 +142,11 @@ async def test_a_stop_ends_a_waiting_retry_at_once_and_leaves_it_pending(service
     timer.start()
     try:
         # Bounded well under the 60 s an unnoticed stop would sleep.
-        result = await asyncio.wait_for(fetch_chunk("specs", rows(A, B, C), settings=settings, concurrency=2,
-                                                    stops=stops), 10)
+        result = await asyncio.wait_for(fetch_chunk(
+            "specs",
+            rows(A, B, C),
+            calls=Calls(settings=settings, concurrency=2, stops=stops),
+        ), 10)
     finally:
         timer.cancel()
     assert result.pending == [A] and result.stop_reason == "401 cancelled"
@@ -156,7 +164,12 @@ def test_a_chunk_hands_its_waiting_retries_to_the_next_chunk_of_its_dataset(serv
     def chunk(n: int, vins: tuple[str, ...]) -> None:
         with fetch_turn("run-handoff", "specs") as lane:
             inside.set()
-            results[n] = asyncio.run(fetch_chunk("specs", rows(*vins), settings=settings, concurrency=2, lane=lane))
+            results[n] = asyncio.run(fetch_chunk(
+                "specs",
+                rows(*vins),
+                calls=Calls(settings=settings, concurrency=2),
+                lane=lane,
+            ))
 
     first = threading.Thread(target=chunk, args=(1, (A, B)))
     first.start()
@@ -187,8 +200,11 @@ async def test_an_endpoint_answering_mostly_5xx_is_paused_and_its_vins_left_pend
     stops = Stops(pause=PausePolicy(window=1.0, share=0.8, min_calls=10))
     with run_sandbox(SandboxConfig(faults=FaultConfig(rate=1.0, statuses=[503], retry_after_seconds=1))) as sandbox:
         settings = Settings(api_key="pause_key", base_url=sandbox.url)
-        result = await asyncio.wait_for(fetch_chunk("specs", rows(*vins), settings=settings, concurrency=8,
-                                                    stops=stops), 30)
+        result = await asyncio.wait_for(fetch_chunk(
+            "specs",
+            rows(*vins),
+            calls=Calls(settings=settings, concurrency=8, stops=stops),
+        ), 30)
         assert sorted(result.pending) == sorted(vins) and not result.found and not result.failed
         assert result.stop_reason and result.stop_reason.startswith("paused: 5xx on "), result.stop_reason
         assert result.stop_reason.endswith("for 1s")
@@ -197,11 +213,11 @@ async def test_an_endpoint_answering_mostly_5xx_is_paused_and_its_vins_left_pend
         assert len(result.calls) == served  # every attempt made is counted
 
         # The rest of the run calls that endpoint no more; other endpoints go on.
-        later = await fetch_chunk("specs", rows(*vins[:5]), settings=settings, stops=stops)
+        later = await fetch_chunk("specs", rows(*vins[:5]), calls=Calls(settings=settings, stops=stops))
         assert later.pending == vins[:5] and later.stop_reason == result.stop_reason
         assert sandbox.count("/specs") == served
         sandbox.set_faults(FaultConfig())
-        history = await fetch_chunk("history", rows("1HGCM82633A004352"), settings=settings, stops=stops)
+        history = await fetch_chunk("history", rows("1HGCM82633A004352"), calls=Calls(settings=settings, stops=stops))
         assert history.found and not history.pending
 
 
@@ -240,7 +256,12 @@ async def test_recall_campaign_lookups_run_concurrently(store):
         for m, pair in vins.items() for v in pair]), "r1")
     with run_sandbox(SandboxConfig(faults=FaultConfig(latency_ms=200))) as sandbox:
         settings = Settings(api_key="details_key", base_url=sandbox.url)
-        outcome = await asyncio.wait_for(fetch_recall_details(store, "r1", settings=settings, match="model"), 30)
+        outcome = await asyncio.wait_for(fetch_recall_details(
+            store,
+            "r1",
+            calls=Calls(settings=settings),
+            match="model",
+        ), 30)
         stats = sandbox.stats()
         assert sandbox.count("/v1/recalls-ymm") == len(models) and sandbox.count("/v1/recalls") == 0
     assert outcome.by_model == len(everyone)
@@ -292,15 +313,18 @@ async def test_retries_still_waiting_when_the_window_closes_end_pending_not_fail
     service.script = {A: [(503, 1), (503, 5)], B: [(503, 1)]}
     settings = Settings(api_key="sched_key", base_url=service.url)
     stops = Stops(window=RetryWindow(1.5))
-    result = await asyncio.wait_for(fetch_chunk("specs", rows(A, B, C), settings=settings, concurrency=2,
-                                                stops=stops), 10)  # bound: without the window, A waits 5 s more
+    result = await asyncio.wait_for(fetch_chunk(
+        "specs",
+        rows(A, B, C),
+        calls=Calls(settings=settings, concurrency=2, stops=stops),
+    ), 10)  # bound: without the window, A waits 5 s more
     assert sorted(v for v, _, _ in result.found) == [B, C]
     assert result.pending == [A] and result.stop_reason == WINDOW_CLOSED and not result.failed
     first, retry = service.calls(A)
     assert retry.at - first.at >= 1 and retry.key == first.key  # the spec's Retry-After still honoured
     # The run goes on: a later chunk's VINs are first attempts, and re-open the window for their retries.
     service.script = {D: [(503, 1)]}
-    later = await asyncio.wait_for(fetch_chunk("specs", rows(D, E), settings=settings, stops=stops), 10)
+    later = await asyncio.wait_for(fetch_chunk("specs", rows(D, E), calls=Calls(settings=settings, stops=stops)), 10)
     assert sorted(v for v, _, _ in later.found) == [D, E] and not later.pending
 
 
@@ -313,8 +337,12 @@ async def test_late_first_attempts_that_follow_get_only_what_is_left_of_the_wind
     stops.window.made(1)  # the other datasets made every first attempt: the window is open
     service.script = {A: [(503, 2)]}
     settings = Settings(api_key="sched_key", base_url=service.url)
-    result = await asyncio.wait_for(fetch_chunk("specs", rows(A, B), settings=settings, stops=stops,
-                                                follows=True), 10)
+    result = await asyncio.wait_for(fetch_chunk(
+        "specs",
+        rows(A, B),
+        calls=Calls(settings=settings, stops=stops),
+        follows=True,
+    ), 10)
     assert [v for v, _, _ in result.found] == [B]  # a first attempt, though late
     assert result.pending == [A] and result.stop_reason == WINDOW_CLOSED
     assert [s.status for s in service.calls(A)] == [503]

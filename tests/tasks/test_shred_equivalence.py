@@ -21,6 +21,7 @@ import pytest
 
 from connectors import RetryPolicy, Settings
 from connectors.sandbox import SandboxConfig, run_sandbox
+from tasks.control.calls import Calls
 from tasks.fetch.enrich import fetch_chunk
 from tasks.staging.journal import AnswerJournal, Journal, read_journal
 from tasks.land.landing import DATA_FRAMES
@@ -107,7 +108,7 @@ async def staged(sandbox, dataset: str, directory: Path) -> Journal:
     key = "test_enterprise" if dataset == "ownership" else f"shred_{dataset}"
     settings = Settings(api_key=key, base_url=sandbox.url, retry=QUICK_RETRIES)
     with AnswerJournal.create(directory, RUN, dataset, secrets=(key,)) as journal:
-        await fetch_chunk(dataset, ROWS, settings=settings, concurrency=16, journal=journal)
+        await fetch_chunk(dataset, ROWS, calls=Calls(settings=settings, concurrency=16), journal=journal)
     with AnswerJournal.create(directory, RUN, dataset) as odd:
         for i, (body, request) in enumerate(ODD[dataset]):
             odd.answer(None, f"ODD{i:014d}", "found", AT + timedelta(seconds=i), body=body, request=request)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tasks.control.calls import Calls
 from tasks.fetch.enrich import fetch_chunk, valuation_request
 from tasks.ingest.fleet_files import read_fleet
 from tasks.land.landing import land_enrichment
@@ -72,7 +73,7 @@ def test_valuations_are_asked_with_the_files_inputs(tmp_path, store, sandbox, se
     store.land("vehicles", fleet.roster, "r1")
     rows = store.query("due_vins", run_id="r1", dataset="market_value", force=True, fresh_after=None,
                        no_data_after=None).to_dicts()
-    result = asyncio.run(fetch_chunk("market_value", rows, settings=settings()))
+    result = asyncio.run(fetch_chunk("market_value", rows, calls=Calls(settings=settings())))
     assert len(result.found) == 5
     land_enrichment(store, "r1", result)
     valued = store.sql("SELECT vin, state, mileage, mileage_unit, condition FROM market_values ORDER BY vin").rows()
