@@ -59,102 +59,113 @@ async def fetch_chunk(
     so their first attempts do not re-open the run's retry window (tasks/control/retry_window.py).
     """
     spec = DATASETS[dataset]
-    endpoint = spec.endpoint
-    api = ENDPOINTS[endpoint].api
-    result = ChunkResult(dataset)
-    settings, concurrency, budget, stops, on_progress = calls.settings, calls.concurrency, calls.budget, calls.stops, calls.on_progress
     jobs: list[Job[Mapping[str, Any]]] = [*(lane.adopt() if lane else ()), *(Job(row) for row in rows)]
-    per_call = estimate_units(endpoint, spec.request(jobs[0].item) if jobs else {})
-    if stopped_before := stops.reason(api, endpoint):  # refused or paused earlier in the run: call nothing
+    api = ENDPOINTS[spec.endpoint].api
+    if stopped_before := calls.stops.reason(api, spec.endpoint):  # refused or paused earlier in the run: call nothing
         return ChunkResult(dataset, pending=[j.item["vin"] for j in jobs], stop_reason=stopped_before)
+    chunk = _Chunk(spec, dataset, calls, journal, estimate_units(spec.endpoint, spec.request(jobs[0].item) if jobs else {}))
+    chunk.scheduler.add(jobs, follows=follows)
+    async with AsyncVehicleDataClient(calls.settings, on_call=chunk.observe) as client:  # scheduled: never waits in place
+        chunk.client = client
+        await chunk.scheduler.run(chunk.attempt, chunk.stopped, hand_off=lane.hand_off if lane else None)
+    for job in chunk.scheduler.handed_off:
+        chunk.result.handed_off.append(job.item["vin"])
+        chunk.release(job.item["vin"])
+    return chunk.result
 
-    units_by_vin: dict[str, int] = {}
-    reserved: set[str] = set()  # VINs whose units this chunk holds in the budget
-    passes: dict[str, Pass] = {}  # VIN -> its attempt's leave to start, until the first answer settles it
-    settling: dict[str, tuple] = {}  # VIN -> its last call, journalled with the answer it settles
-    scheduler: Scheduler[Mapping[str, Any]] = Scheduler(stops, api, endpoint, slots=concurrency)
 
-    def observe(record: CallRecord) -> None:
+class _Chunk:
+    """One chunk's fetch: the scheduler's `attempt` and `stopped`, the client's call observer, the budget held."""
+
+    def __init__(self, spec: Dataset, dataset: str, calls: Calls, journal: AnswerJournal | None, per_call: int):
+        self.spec, self.calls, self.journal, self.per_call = spec, calls, journal, per_call
+        self.api = ENDPOINTS[spec.endpoint].api
+        self.result = ChunkResult(dataset)
+        self.scheduler: Scheduler[Mapping[str, Any]] = Scheduler(calls.stops, self.api, spec.endpoint, slots=calls.concurrency)
+        self.client: AsyncVehicleDataClient | None = None
+        self.units_by_vin: dict[str, int] = {}
+        self.reserved: set[str] = set()  # VINs whose units this chunk holds in the budget
+        self.passes: dict[str, Pass] = {}  # VIN -> its attempt's leave to start, until the first answer settles it
+        self.settling: dict[str, tuple] = {}  # VIN -> its last call, journalled with the answer it settles
+
+    def observe(self, record: CallRecord) -> None:
         call = (next(CALL_IDS), record, _now(), None)
-        result.calls.append(call)
-        stops.observe(record.endpoint, record.status)
+        self.result.calls.append(call)
+        self.calls.stops.observe(record.endpoint, record.status)
         if record.vin:
-            units_by_vin[record.vin] = units_by_vin.get(record.vin, 0) + record.units
-            if record.vin in passes:
-                passes[record.vin].answered(record.status)
-        if journal is not None:
+            self.units_by_vin[record.vin] = self.units_by_vin.get(record.vin, 0) + record.units
+            if record.vin in self.passes:
+                self.passes[record.vin].answered(record.status)
+        if self.journal is not None:
             if record.will_retry or not record.vin:
-                journal.attempt(call)
+                self.journal.attempt(call)
             else:
-                settling[record.vin] = call
+                self.settling[record.vin] = call
 
-    def settled(vin: str, outcome: str, at: datetime, **answer: Any) -> None:
-        if journal is not None:
-            journal.answer(settling.pop(vin, None), vin, outcome, at, **answer)
+    def settled(self, vin: str, outcome: str, at: datetime, **answer: Any) -> None:
+        if self.journal is not None:
+            self.journal.answer(self.settling.pop(vin, None), vin, outcome, at, **answer)
 
-    def release(vin: str) -> None:
+    def release(self, vin: str) -> None:
         """This chunk is done with the VIN: its reservation becomes what it spent here."""
-        if vin in reserved:
-            reserved.discard(vin)
-            budget.settle(per_call, units_by_vin.get(vin, 0))
+        if vin in self.reserved:
+            self.reserved.discard(vin)
+            self.calls.budget.settle(self.per_call, self.units_by_vin.get(vin, 0))
 
-    def done(vin: str) -> None:
-        release(vin)
-        if on_progress:
-            on_progress(1)
+    def done(self, vin: str) -> None:
+        self.release(vin)
+        self.calls.progress(1)
 
-    def stopped(job: Job[Mapping[str, Any]], reason: str) -> None:
-        result.stop_reason = result.stop_reason or reason
-        result.pending.append(job.item["vin"])
-        done(job.item["vin"])
+    def stopped(self, job: Job[Mapping[str, Any]], reason: str) -> None:
+        self.result.stop_reason = self.result.stop_reason or reason
+        self.result.pending.append(job.item["vin"])
+        self.done(job.item["vin"])
 
-    async def attempt(job: Job[Mapping[str, Any]], leave: Pass) -> None:
+    async def attempt(self, job: Job[Mapping[str, Any]], leave: Pass) -> None:
         row = job.item
         vin = row["vin"]
-        if vin not in reserved:
-            if not budget.reserve(per_call):
-                scheduler.halt(MAX_UNITS)
-                stopped(job, MAX_UNITS)
+        if vin not in self.reserved:
+            if not self.calls.budget.reserve(self.per_call):
+                self.scheduler.halt(MAX_UNITS)
+                self.stopped(job, MAX_UNITS)
                 return
-            reserved.add(vin)
-        passes[vin] = leave
+            self.reserved.add(vin)
+        self.passes[vin] = leave
+        try:
+            await self._ask(job, vin, row)
+        finally:  # a `RetryLater` passes through to the scheduler: not settled, still reserved
+            self.passes.pop(vin, None)
+            if vin in self.settling:  # no answer settled it (an unexpected error): still a call paid for
+                self.journal.attempt(self.settling.pop(vin))  # type: ignore[union-attr]
+        self.done(vin)
+
+    async def _ask(self, job: Job[Mapping[str, Any]], vin: str, row: Mapping[str, Any]) -> None:
+        spec, result, dataset = self.spec, self.result, self.result.dataset
+        assert self.client is not None
         try:
             # The answer as the bytes to stage (redacted by the client), never a model: landing
             # shreds them in SQL (tasks/land/shred.py).
-            answered = await client.request(spec.endpoint, spec.params(vin, row), raw=True)
+            answered = await self.client.request(spec.endpoint, spec.params(vin, row), raw=True)
             answer = raw_answer(spec, answered.body, answered.raw)
             at = _now()
             result.found.append((vin, answer, at))
             result.requests[vin] = asked = spec.request(row)
-            settled(vin, "found", at, body=answer, request=asked)
+            self.settled(vin, "found", at, body=answer, request=asked)
         except e.NotFoundError as exc:
             if isinstance(exc, (e.FeatureNotEnabledError, e.InvalidRegionError)):
                 result.failed.append(failure := _failure(vin, dataset, exc, job.call.attempts))
-                settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
+                self.settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
             else:
                 result.no_data.append((vin, at := _now()))  # a stable answer: the VIN is checked
-                settled(vin, "no_data", at)
+                self.settled(vin, "no_data", at)
         except STOPPING_ERRORS as exc:
-            reason = stops.refuse(api, exc)
+            reason = self.calls.stops.refuse(self.api, exc)
             result.stop_reason = result.stop_reason or reason
             result.pending.append(vin)
-            settled(vin, "pending", _now(), message=f"{exc.status} {exc.message}")
+            self.settled(vin, "pending", _now(), message=f"{exc.status} {exc.message}")
         except e.VehicleDataError as exc:
             result.failed.append(failure := _failure(vin, dataset, exc, job.call.attempts))
-            settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
-        finally:  # a `RetryLater` passes through to the scheduler: not settled, still reserved
-            passes.pop(vin, None)
-            if vin in settling:  # no answer settled it (an unexpected error): still a call paid for
-                journal.attempt(settling.pop(vin))  # type: ignore[union-attr]
-        done(vin)
-
-    scheduler.add(jobs, follows=follows)
-    async with AsyncVehicleDataClient(settings, on_call=observe) as client:  # scheduled: never waits in place
-        await scheduler.run(attempt, stopped, hand_off=lane.hand_off if lane else None)
-    for job in scheduler.handed_off:
-        result.handed_off.append(job.item["vin"])
-        release(job.item["vin"])
-    return result
+            self.settled(vin, "failed", failure["fetched_at"], message=exc.message, retryable=exc.retryable)
 
 
 def raw_answer(spec: Dataset, body: Any, sent: bytes | None = None) -> bytes:
