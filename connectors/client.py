@@ -4,11 +4,27 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, TypedDict, Unpack
 
 from . import models as m
 from .base_client import BaseClient
 from .errors import BatchNotCompleteError
+
+
+class ImageOptions(TypedDict, total=False):
+    """The image search's optional filters, as the vendor SDKs name them (sent as the service spells them)."""
+
+    year: int | str | None
+    trim: str | None
+    color: str | None
+    transparent: bool | None
+    angle: str | None
+    photo_type: str | None
+    size: str | None
+    license: str | None
+
+
+IMAGE_PARAMS = {"photo_type": "photoType"}  # the one filter whose query name differs
 
 
 class AsyncVehicleDataClient(BaseClient):
@@ -204,24 +220,10 @@ class AsyncVehicleDataClient(BaseClient):
     async def year_make_model(self, year: int | str, make: str, model: str, *, trim: str | None = None) -> m.YearMakeModel:
         return await self._get("year-make-model", m.YearMakeModel, year=year, make=make, model=model, trim=trim)
 
-    async def images(
-        self,
-        make: str,
-        model: str,
-        *,
-        year: int | str | None = None,
-        trim: str | None = None,
-        color: str | None = None,
-        transparent: bool | None = None,
-        angle: str | None = None,
-        photo_type: str | None = None,
-        size: str | None = None,
-        license: str | None = None,
-    ) -> m.ImageResult:
-        return await self._get(
-            "images", m.ImageResult, make=make, model=model, year=year, trim=trim, color=color,
-            transparent=transparent, angle=angle, photoType=photo_type, size=size, license=license,
-        )
+    async def images(self, make: str, model: str, **options: Unpack[ImageOptions]) -> m.ImageResult:
+        """`options`: the endpoint's optional filters (year, trim, color, transparent, angle, photo_type, size, license)."""
+        query: dict[str, Any] = {IMAGE_PARAMS.get(k, k): v for k, v in options.items()}
+        return await self._get("images", m.ImageResult, make=make, model=model, **query)
 
     # --- image and OBD products (paths from the vendor's SDKs; see README) ----------------
     async def plate_recognition(self, image: str) -> m.PlateRecognition:

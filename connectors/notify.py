@@ -57,25 +57,33 @@ def target_of(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}{port}"
 
 
+@dataclass(frozen=True)
+class PostRetries:
+    """Tries in all, the first wait between two (doubled each time, jittered), the longest wait."""
+
+    attempts: int = 4
+    backoff: float = 0.5
+    max_wait: float = 10.0
+
+
 def post_json(
     url: str,
     message: dict[str, Any],
     *,
-    attempts: int = 4,
-    backoff: float = 0.5,
-    max_wait: float = 10.0,
+    retries: PostRetries = PostRetries(),  # noqa: B008 - frozen: one shared default is safe
     idempotency_key: str | None = None,
     secrets: tuple[str, ...] = (),
     timeout: httpx.Timeout = TIMEOUT,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Delivery:
-    """POST `message` as JSON; retry a transient failure up to `attempts` tries in all.
+    """POST `message` as JSON; retry a transient failure up to `retries.attempts` tries in all.
 
     Waits `backoff` x 2^n seconds (jittered) between tries, or the receiver's Retry-After, never
     more than `max_wait`. Any other 4xx is not retried. Never raises for a failed delivery: the
     caller decides what a failed notification means (a refresh does not fail for one).
     """
     validate_url(url)
+    attempts, backoff, max_wait = retries.attempts, retries.backoff, retries.max_wait
     body = redact_text(json.dumps(message, default=str), secrets).encode()
     headers = {"Content-Type": "application/json", "User-Agent": "fleet-data/0.1"}
     if idempotency_key:

@@ -161,3 +161,41 @@ def test_the_checks_catch_a_cycle_and_a_backward_import() -> None:
     graph = {"tasks.fetch.a": {"tasks.land.b"}, "tasks.land.b": {"tasks.fetch.a"}, "tasks.store.c": {"tasks.plan.d"}}
     assert cycles(graph) == [["tasks.fetch.a", "tasks.land.b"]]
     assert len(layer_violations(graph)) == 3
+
+
+MAX_LINES, MAX_PARAMETERS = 60, 8
+# (file, function) over a limit, each to go; the list only shrinks (test_oversized_functions_are_still_listed).
+OVERSIZED: set[tuple[str, str]] = {
+    ("flows/refresh.py", "refresh_fleet"),
+    ("flows/refresh.py", "_refresh"),
+    ("flows/backfill.py", "_backfill_fleet"),
+    ("flows/backfill.py", "_backfill_holding_lock"),
+    ("tasks/steps/refresh_tasks.py", "plan_dry_run"),
+}
+
+
+def oversized() -> dict[tuple[str, str], tuple[int, int]]:
+    """Every function of the shipped code over MAX_LINES lines (docstring included) or MAX_PARAMETERS parameters
+    (self and cls aside; *args and **kwargs count one each): (lines, parameters)."""
+    found = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            if "node_modules" in path.parts:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    a = node.args
+                    named = [x for x in (*a.posonlyargs, *a.args, *a.kwonlyargs) if x.arg not in ("self", "cls")]
+                    parameters = len(named) + bool(a.vararg) + bool(a.kwarg)
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > MAX_LINES or parameters > MAX_PARAMETERS:
+                        found[(str(path.relative_to(ROOT)), node.name)] = (lines, parameters)
+    return found
+
+
+def test_functions_are_short_and_take_few_parameters() -> None:
+    assert {k: v for k, v in oversized().items() if k not in OVERSIZED} == {}
+
+
+def test_oversized_functions_are_still_listed() -> None:
+    assert OVERSIZED - set(oversized()) == set()

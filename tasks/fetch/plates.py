@@ -34,7 +34,7 @@ async def look_up_plates(
     or permission refusal stops the rest, and so does a stop of the run's key (`stops`: a cancellation),
     which also ends a retry's wait."""
     result = PlateLookups()
-    settings, concurrency, budget, stops, on_progress = calls.settings, calls.concurrency, calls.budget, calls.stops, calls.on_progress
+    settings, concurrency, budget, stops = calls.settings, calls.concurrency, calls.budget, calls.stops
     api = ENDPOINTS[ENDPOINT].api
     scheduler: Scheduler[Key] = Scheduler(stops, api, ENDPOINT, slots=concurrency)
     reserved: dict[Key, int] = {}  # key -> units it holds in the budget, until it is settled
@@ -51,8 +51,7 @@ async def look_up_plates(
     def settle(key: Key) -> None:
         if key in reserved:
             budget.settle(reserved.pop(key), spent.get(key, 0))
-        if on_progress:
-            on_progress(1)
+        calls.progress(1)
 
     def stopped(job: Job[Key], reason: str) -> None:
         result.stop_reason = result.stop_reason or reason
@@ -61,9 +60,8 @@ async def look_up_plates(
 
     async def attempt(job: Job[Key], leave: Pass) -> None:
         key = job.item
-        country, state, plate = key
         if key not in reserved:
-            cost = estimate_units(ENDPOINT, {"country": country})
+            cost = estimate_units(ENDPOINT, {"country": key[0]})
             if not budget.reserve(cost):
                 scheduler.halt("max-units reached")
                 stopped(job, "max-units reached")
@@ -71,17 +69,12 @@ async def look_up_plates(
             reserved[key] = cost
         token = current.set((key, leave))
         try:
-            vin, why = _answer(await client.plate(plate, country=country or "", state=state))
-            result.results[key] = Lookup("found" if vin else "not_found", vin, 200, why, _now())
-        except e.NotFoundError as exc:
-            result.results[key] = Lookup("not_found", None, exc.status, exc.message, _now())
+            result.results[key] = await _look_up(client, key)
         except STOPPING_ERRORS as exc:
             reason = f"{exc.status} {exc.message}"
             scheduler.halt(reason)  # the plates still queued are not looked up
             stopped(job, reason)
             return
-        except e.VehicleDataError as exc:
-            result.results[key] = Lookup("failed", None, getattr(exc, "status", None), exc.message, _now())
         finally:  # a `RetryLater` passes through to the scheduler: still reserved, asked again later
             current.reset(token)
         settle(key)
@@ -90,3 +83,17 @@ async def look_up_plates(
     async with AsyncVehicleDataClient(settings, on_call=observe, interrupt=lambda: stops.stopping(api)) as client:
         await scheduler.run(attempt, stopped)
     return result
+
+
+async def _look_up(client: AsyncVehicleDataClient, key: Key) -> Lookup:
+    """One plate's answer; a refusal that stops the run's lookups (quota, credits, key) is raised."""
+    country, state, plate = key
+    try:
+        vin, why = _answer(await client.plate(plate, country=country or "", state=state))
+        return Lookup("found" if vin else "not_found", vin, 200, why, _now())
+    except e.NotFoundError as exc:
+        return Lookup("not_found", None, exc.status, exc.message, _now())
+    except STOPPING_ERRORS:
+        raise
+    except e.VehicleDataError as exc:
+        return Lookup("failed", None, getattr(exc, "status", None), exc.message, _now())

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.ingest.fleet_files import IngestResult
-from tasks.plan.due import Plan, make_plan, parse_freshness
+from tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
 from tasks.ingest.plates import settle_at_ingest
 from tasks.store.database import Database
 from tasks.outputs.summary import plan_text, start_summary
@@ -81,8 +81,8 @@ def preview_refresh(
             roster, _, counts = settle_at_ingest(view, fleet, enabled=plates, waiting_path=waiting)
         # Planned from the roster as read, not landed: landing a million-row roster costs more time and
         # memory than the rest of the dry run (make_plan gives the same plan either way: tests/tasks/test_plan.py).
-        plan: Plan = make_plan(view, run_id, datasets, Path(folder) / "due", force=force,
-                               freshness=parse_freshness(freshness), plates_waiting=waiting, roster=roster)
+        plan: Plan = make_plan(view, run_id, datasets, Path(folder) / "due",
+                               rule=DueRule(force, parse_freshness(freshness)), plates_waiting=waiting, roster=roster)
         summary = start_summary(run_id, counts, plan)
         text = plan_text(plan)
         nothing_due = not plan.plates and not any(d.due for d in plan.datasets.values())

@@ -112,15 +112,23 @@ def parse_freshness(overrides: dict[str, str] | None) -> dict[str, timedelta]:
     return windows
 
 
+@dataclass(frozen=True)
+class DueRule:
+    """When a VIN is due: with `force`, always; else when its answer is older than its dataset's window in
+    `freshness` (each dataset's declared window by default), as of `now` (the clock by default)."""
+
+    force: bool = False
+    freshness: dict[str, timedelta] | None = None
+    now: datetime | None = None
+
+
 def make_plan(
     db: Database,
     run_id: str,
     datasets: Sequence[str],
     staging_dir: Path,
     *,
-    force: bool = False,
-    freshness: dict[str, timedelta] | None = None,
-    now: datetime | None = None,
+    rule: DueRule | None = None,
     plates_waiting: Path | None = None,
     roster: pl.DataFrame | None = None,
 ) -> Plan:
@@ -128,8 +136,11 @@ def make_plan(
 
     `roster`: the fleet's roster as read (`read_fleet`, plates settled), to plan from without landing it
     (a dry run: landing a million-row roster costs more than the rest of the plan); by default the
-    roster landed under `run_id`.
+    roster landed under `run_id`. `rule`: what counts as due (tasks/plan/due.py `DueRule`); by default,
+    an answer older than its dataset's freshness window, as of now.
     """
+    rule = rule or DueRule()
+    force, freshness, now = rule.force, rule.freshness, rule.now
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")

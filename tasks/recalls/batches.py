@@ -129,32 +129,12 @@ async def run_recall_batches(
     the pause between two status reads, so a batch waiting out a Retry-After holds up no other.
     `on_landed(batch_id)` is told as each batch's results land (its campaign details may start).
     """
-    options, batch_size, batches_dir = batches, batches.size, batches.folder
-    if not 1 <= batch_size <= MAX_BATCH_VINS:
-        raise ValueError(f"a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs (the service's limit), not {batch_size:,}")
+    options = batches
+    if not 1 <= options.size <= MAX_BATCH_VINS:
+        raise ValueError(f"a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs (the service's limit), not {options.size:,}")
     outcome = RecallOutcome()
     stops = calls.stops
-    batches_dir.mkdir(parents=True, exist_ok=True)
-    unfinished = db.query("unfinished_recall_batches").to_dicts()
-    _drop_orphaned_vin_lists(batches_dir, unfinished)
-    in_flight = {vin for entry in unfinished for vin in _chunk_vins(entry)}
-    todo = [v for v in due_vins if v not in in_flight]
-    outcome.resumed = len(unfinished)
-
-    # 1. Entries an interrupted run left behind: pending ones are resubmitted with their key, the rest
-    # polled (an earlier run's webhook receiver is gone). 2. New batches for what is due, each written
-    # to the ledger just before its first submit.
-    todo_batches: list[_Batch] = []
-    for entry in unfinished:
-        batch = _Batch(_chunk_vins(entry), entry["idempotency_key"], entry["vins_chunk"],
-                       origin=(entry["run_id"], entry["fetched_at"]), entered=True)
-        if not entry["batch_id"].startswith("pending:"):
-            batch.step, batch.job = "status", BatchJob(batchId=entry["batch_id"], status=entry["status"])
-        todo_batches.append(batch)
-    for start in range(0, len(todo), batch_size):
-        key = uuid.uuid4().hex
-        todo_batches.append(_Batch(todo[start : start + batch_size], key, str(batches_dir / f"{key}.parquet")))
-
+    todo_batches = _batches_to_run(db, due_vins, options, outcome)
     async with contextlib.AsyncExitStack() as stack:
         client = await stack.enter_async_context(AsyncVehicleDataClient(calls.settings, on_call=_to_batch,
                                                                          interrupt=lambda: stops.stopping(API)))
@@ -174,6 +154,32 @@ async def run_recall_batches(
         scheduler.add(Job(b, CallAttempts(idempotency_key=b.key if b.step == "submit" else None)) for b in todo_batches)
         await scheduler.run(steps.attempt, steps.stopped)
     return outcome
+
+
+def _batches_to_run(db: Database, due_vins: list[str], options: BatchOptions, outcome: RecallOutcome) -> list[_Batch]:
+    """1. Entries an interrupted run left behind: pending ones are resubmitted with their key, the rest
+    polled (an earlier run's webhook receiver is gone). 2. New batches for what is due, each written
+    to the ledger just before its first submit."""
+    batch_size, batches_dir = options.size, options.folder
+    batches_dir.mkdir(parents=True, exist_ok=True)
+    unfinished = db.query("unfinished_recall_batches").to_dicts()
+    _drop_orphaned_vin_lists(batches_dir, unfinished)
+    in_flight = {vin for entry in unfinished for vin in _chunk_vins(entry)}
+    todo = [v for v in due_vins if v not in in_flight]
+    outcome.resumed = len(unfinished)
+
+    todo_batches: list[_Batch] = []
+    for entry in unfinished:
+        batch = _Batch(_chunk_vins(entry), entry["idempotency_key"], entry["vins_chunk"],
+                       origin=(entry["run_id"], entry["fetched_at"]), entered=True)
+        if not entry["batch_id"].startswith("pending:"):
+            batch.step, batch.job = "status", BatchJob(batchId=entry["batch_id"], status=entry["status"])
+        todo_batches.append(batch)
+    for start in range(0, len(todo), batch_size):
+        key = uuid.uuid4().hex
+        todo_batches.append(_Batch(todo[start : start + batch_size], key, str(batches_dir / f"{key}.parquet")))
+
+    return todo_batches
 
 
 MAX_BATCHES_IN_FLIGHT = 4  # batch calls in flight at once: each carries up to 10,000 VINs (32 timed out here)

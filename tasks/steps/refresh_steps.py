@@ -18,7 +18,7 @@ from tasks.ingest.fleet_files import IngestResult, read_fleet
 from tasks.outputs.changes import lead_with_changes, run_changes
 from tasks.outputs.report import write_run_report
 from tasks.outputs.summary import final_status, start_summary
-from tasks.plan.due import Plan, make_plan, parse_freshness
+from tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
 from tasks.run.context import RunContext
 from tasks.land.recover import land_journals
 
@@ -61,7 +61,7 @@ def plan(run: RunContext, datasets: list[str], force: bool, freshness: dict[str,
     area = run.staging
     recovered = land_journals(run.store, area.root, besides=run.run_id, store=area.remote)
     area.remove_leftovers()
-    made = make_plan(run.store, run.run_id, datasets, area.run_dir, force=force, freshness=parse_freshness(freshness),
+    made = make_plan(run.store, run.run_id, datasets, area.run_dir, rule=DueRule(force, parse_freshness(freshness)),
                      plates_waiting=area.plates_waiting, roster=roster)
     return made, recovered
 

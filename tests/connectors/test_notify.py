@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from connectors.notify import NotifyError, post_json, target_of, validate_url
+from connectors.notify import NotifyError, PostRetries, post_json, target_of, validate_url
 
 from .receiver import Receiver
 
@@ -29,7 +29,7 @@ def test_transient_answers_are_retried_with_growing_waits_and_retry_after_honour
     waits: list[float] = []
     answers = [(503, {}), (502, {}), (429, {"Retry-After": "3"}), (200, {})]
     with Receiver(answers=answers) as receiver:
-        delivery = post_json(receiver.url, MESSAGE, attempts=5, backoff=0.5, idempotency_key="k1", sleep=waits.append)
+        delivery = post_json(receiver.url, MESSAGE, retries=PostRetries(5, 0.5), idempotency_key="k1", sleep=waits.append)
     assert delivery.sent and delivery.attempts == 4 and len(receiver.posts) == 4
     assert 0.3 <= waits[0] < waits[1] and waits[2] == 3.0  # backoff grows; the receiver's Retry-After wins
     assert len({p.headers["Idempotency-Key"] for p in receiver.posts}) == 1  # every attempt is the same message
@@ -38,12 +38,12 @@ def test_transient_answers_are_retried_with_growing_waits_and_retry_after_honour
 def test_retries_are_bounded_and_a_refusal_is_not_retried():
     waits: list[float] = []
     with Receiver(answers=[(500, {})]) as receiver:
-        failed = post_json(receiver.url, MESSAGE, attempts=3, sleep=waits.append)
+        failed = post_json(receiver.url, MESSAGE, retries=PostRetries(3), sleep=waits.append)
     assert not failed.sent and failed.attempts == 3 and len(receiver.posts) == 3 and len(waits) == 2
     assert failed.error == "HTTP 500 after 3 attempts"
 
     with Receiver(answers=[(404, {})]) as receiver:
-        refused = post_json(receiver.url, MESSAGE, attempts=3, sleep=waits.append)
+        refused = post_json(receiver.url, MESSAGE, retries=PostRetries(3), sleep=waits.append)
     assert not refused.sent and refused.attempts == 1 and refused.error == "HTTP 404 (not retried)"
 
 
@@ -53,7 +53,7 @@ def test_an_unreachable_receiver_is_retried_then_reported_without_its_path():
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}/services/T0/B0/XyZsecret"
     waits: list[float] = []
-    delivery = post_json(url, MESSAGE, attempts=2, sleep=waits.append)
+    delivery = post_json(url, MESSAGE, retries=PostRetries(2), sleep=waits.append)
     assert not delivery.sent and delivery.attempts == 2 and len(waits) == 1
     assert delivery.target == f"http://127.0.0.1:{port}"
     assert "XyZsecret" not in repr(delivery)  # a webhook URL's path is often its credential

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from tasks.control.calls import Calls
-from tasks.plan.due import DEFAULT_FRESHNESS, DatasetPlan, parse_freshness
+from tasks.plan.due import DEFAULT_FRESHNESS, DatasetPlan, DueRule, parse_freshness
 
 
 def test_freshness_overrides_parse_and_keep_the_other_defaults():
@@ -53,7 +53,8 @@ def test_no_data_answers_are_asked_again_after_their_own_shorter_window(store, s
     now = datetime.now(timezone.utc)
 
     def plan(days: float, **fresh: str):
-        return make_plan(store, "r1", ["specs"], tmp_path / "due", freshness=parse_freshness(fresh), now=now + timedelta(days=days))
+        return make_plan(store, "r1", ["specs"], tmp_path / "due",
+                         rule=DueRule(freshness=parse_freshness(fresh), now=now + timedelta(days=days)))
 
     assert plan(6).datasets["specs"].due == 0  # both fresh within a week
     later = plan(8)
@@ -115,9 +116,9 @@ def test_a_plan_from_the_roster_as_read_equals_the_plan_from_the_landed_roster(t
         db.land("fetch_status", pl.DataFrame({"vin": [roster["vin"][0]] * 2, "dataset": ["specs", "market_value"],
                                               "outcome": ["found", "no_data"]}), old)
         run = db.start_run("refresh", ["fleet.csv"])
-        unlanded = make_plan(db, run, ALL_DATASETS, tmp_path / "a", roster=roster, now=now)
+        unlanded = make_plan(db, run, ALL_DATASETS, tmp_path / "a", roster=roster, rule=DueRule(now=now))
         db.land("vehicles", roster, run)
-        landed = make_plan(db, run, ALL_DATASETS, tmp_path / "b", now=now)
+        landed = make_plan(db, run, ALL_DATASETS, tmp_path / "b", rule=DueRule(now=now))
     assert landed.datasets["specs"].skipped_fresh == 1  # the test means something: one VIN is fresh
     for name, expected in landed.datasets.items():
         got = unlanded.datasets[name]
