@@ -15,9 +15,7 @@ minutes): a run follows the plan it makes once it holds the lock, from the worki
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,12 +23,9 @@ from typing import Any
 from tasks.ingest.fleet_files import IngestResult
 from tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
 from tasks.ingest.plates import settle_at_ingest
-from tasks.store.database import Database
+from tasks.store.published import read_only_view
 from tasks.outputs.summary import plan_text, start_summary
 
-# Tables the preview keeps its own (the fleet file's roster is planned as read, never landed); every other
-# table is the published one.
-OWN_TABLES = ("vehicles", "rejected_rows", "schema_migrations")
 
 
 @dataclass
@@ -38,28 +33,6 @@ class Preview:
     summary: dict[str, Any]  # as a run's summary: status `planned` (or `refused` over --max-units)
     plan: str  # the plan as the user reads it (`plan_text`)
     nothing_due: bool = False  # no dataset has a VIN due and no plate needs a lookup
-
-
-@contextlib.contextmanager
-def read_only_view(db_path: str | Path) -> Iterator[Database]:
-    """An in-memory database with our schema whose tables (but OWN_TABLES) read the published `db_path`."""
-    view = Database(":memory:")
-    try:
-        if Path(db_path).is_file():
-            con = view.connection
-            con.execute("ATTACH $path AS published (READ_ONLY)", {"path": str(db_path)})
-            published = {row[0] for row in con.execute(
-                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'published' AND schema_name = 'main'"
-            ).fetchall()}
-            mine = {row[0] for row in con.execute(
-                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory' AND schema_name = 'main'"
-            ).fetchall()}
-            for table in sorted((published & mine) - set(OWN_TABLES)):  # names from the catalogs, not from input
-                con.execute(f'DROP TABLE main."{table}"')
-                con.execute(f'CREATE VIEW main."{table}" AS SELECT * FROM published.main."{table}"')
-        yield view
-    finally:
-        view.close()
 
 
 def preview_refresh(

@@ -6,6 +6,9 @@ beside it and publish: CHECKPOINT the working store, copy it to a temporary file
 folder, fsync, and rename the copy onto `--db` (`os.replace`, atomic). A reader keeps the snapshot
 it opened until it reconnects (on Linux the replaced file lives on while anyone holds it open).
 
+All read-only access goes through here: `open_published` (status, report) and `read_only_view` (the dry
+run's plan, which needs our schema over an older or absent file).
+
 The files beside `--db`:
   <db>                  the published snapshot
   <db>.working          the runs' store (and DuckDB's <db>.working.wal); only the lock holder opens it
@@ -16,11 +19,12 @@ The files beside `--db`:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import duckdb
 import polars as pl
@@ -58,6 +62,33 @@ def publish_file(db: str | Path) -> datetime:
     """Publish `db`'s working store outside any run (a database prepared by a tool or a test)."""
     with open_database(db) as store:
         return publish(store, db)
+
+
+# Tables a plan made read-only keeps its own (the fleet file's roster is planned as read, never landed); every other
+# table is the published one.
+OWN_TABLES = ("vehicles", "rejected_rows", "schema_migrations")
+
+
+@contextlib.contextmanager
+def read_only_view(db_path: str | Path) -> Iterator[Database]:
+    """An in-memory database with our schema whose tables (but OWN_TABLES) read the published `db_path`."""
+    view = Database(":memory:")
+    try:
+        if Path(db_path).is_file():
+            con = view.connection
+            con.execute("ATTACH $path AS published (READ_ONLY)", {"path": str(db_path)})
+            published = {row[0] for row in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'published' AND schema_name = 'main'"
+            ).fetchall()}
+            mine = {row[0] for row in con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory' AND schema_name = 'main'"
+            ).fetchall()}
+            for table in sorted((published & mine) - set(OWN_TABLES)):  # names from the catalogs, not from input
+                con.execute(f'DROP TABLE main."{table}"')
+                con.execute(f'CREATE VIEW main."{table}" AS SELECT * FROM published.main."{table}"')
+        yield view
+    finally:
+        view.close()
 
 
 class Published:
