@@ -43,6 +43,7 @@ from tasks.outputs.report import report_markdown, write_run_report
 from tasks.staging.area import is_remote, opened, publish, remove, scratch_root
 from tasks.store.database import open_database
 from tasks.outputs.summary import plan_text, summary_markdown
+from tasks.outputs.todo import todo_path
 
 
 class TaskOptions(TypedDict):  # typed per key, so mypy checks `@task(**TASK)` (a plain dict is dict[str, object])
@@ -322,6 +323,7 @@ def finish_refresh(db_path: str, run_id: str, summary: dict[str, Any], lake: str
             db.export_parquet(lake)
         report = write_run_report(db, db_path, lake) if summary["status"] not in ("planned", "refused") else (None, None)
         summary["report"] = str(report[0]) if report[0] else None
+        summary["todo"] = str(todo_path(report[0])) if report[0] else None
     if not has_journals(staging_dir(db_path, run_id)):  # answers not landed stay for the next run
         shutil.rmtree(staging_dir(db_path, run_id), ignore_errors=True)  # due lists are per run
     forget_run(run_id)
