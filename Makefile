@@ -24,6 +24,7 @@ demo: install
 	$(BIN)/fleet refresh data/sample_fleet.csv
 	@# Every refresh writes the fleet report next to the lake: one HTML file, opens offline.
 	@test -f data/lake/report.html && echo "Fleet report: $(CURDIR)/data/lake/report.html (open it in a browser)"
+	@test -f data/lake/todo.csv && echo "To-do list: $(CURDIR)/data/lake/todo.csv (for spreadsheets)"
 
 # Two workers, a whole test file per worker: a file's module fixtures (servers, sandboxes, killed runs) start once.
 test: install

@@ -1,7 +1,8 @@
 """`fleet report`: the fleet at a glance, as one self-contained HTML file.
 
 Like `fleet status` it reads the published database alone, read-only: no service, no Prefect,
-never the working store, never a write there. The page itself is built by `tasks/outputs/report.py`.
+never the working store, never a write there. The page itself is built by `tasks/outputs/report.py`; the
+to-do list it opens with is also written beside it as CSV (`tasks/outputs/todo.py`).
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="the fleet at a glance as one HTML file that opens offline (values, recalls, "
                                       "title brands, freshness, units)")
     p.add_argument("--db", default=DEFAULT_DB)
-    p.add_argument("--out", default="report.html", help="where to write the page (default: report.html)")
+    p.add_argument("--out", default="report.html", help="where to write the page (default: report.html); the to-do "
+                                                        "list goes beside it as CSV (report.html -> todo.csv)")
     p.set_defaults(run=run_report)
 
 
 def run_report(args: argparse.Namespace) -> int:
     import duckdb
 
-    from tasks.outputs.report import build_report, write_report
+    from tasks.outputs.report import build_report, write_report_files
     from tasks.store.database import DatabaseError
     from tasks.store.published import open_published
 
@@ -48,11 +50,11 @@ def run_report(args: argparse.Namespace) -> int:
               "this version updates it", file=sys.stderr)
         return USAGE
     try:
-        written = write_report(page, out)
+        written, todo = write_report_files(page, data, out)
     except OSError as exc:
         print(f"error: cannot write {args.out}: {exc.strerror or exc}; choose another --out", file=sys.stderr)
         return USAGE
     h = data.headline
     print(f"wrote {written} ({h['vehicles']:,} vehicles, {h['open_recalls']:,} open recalls, "
-          f"{h['vehicles_to_park']:,} to park)")
+          f"{h['vehicles_to_park']:,} to park) and the to-do list {todo} ({data.todo.height:,} rows)")
     return COMPLETED

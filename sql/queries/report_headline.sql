@@ -1,7 +1,10 @@
--- The report's headline figures, one row. Open recalls are confirmed ones (vehicle_overview.open_recall_count;
--- listed_open_recalls of them have their campaign in open_recalls); vehicles to park have a confirmed open
--- campaign saying park it, or park it outside; likely_to_park are the others with such a campaign listed
--- only for their model (`--recall-details model`).
+-- The report's headline figures, one row, each a current state. Open recalls are confirmed ones
+-- (vehicle_overview.open_recall_count; listed_open_recalls of them have their campaign in open_recalls);
+-- vehicles to park have a confirmed open campaign saying park it, or park it outside; likely_to_park are the
+-- others with such a campaign listed only for their model (`--recall-details model`). Stolen and liens are
+-- what holds now (lien_theft_records: a theft not recovered, a lien not released), not any past event:
+-- *_undecided are vehicles whose records cannot tell (a release or recovery without a date or a name);
+-- theft_vehicles and lien_vehicles count any record ever, for the detail line.
 WITH overview AS (
     SELECT
         count(*) AS vehicles,
@@ -11,7 +14,9 @@ WITH overview AS (
         max(valued_on) AS latest_valued_on,
         CAST(coalesce(sum(open_recall_count), 0) AS BIGINT) AS open_recalls,
         count(*) FILTER (WHERE open_recall_count > 0) AS vehicles_with_open_recalls,
-        count(*) FILTER (WHERE len(title_brands) > 0) AS title_branded_vehicles
+        count(*) FILTER (WHERE len(title_brands) > 0) AS title_branded_vehicles,
+        count(*) FILTER (WHERE stolen_not_recovered) AS stolen_vehicles,
+        count(*) FILTER (WHERE active_liens > 0) AS active_lien_vehicles
     FROM vehicle_overview
 ), listed AS (
     SELECT count(*) FILTER (WHERE matched_by = 'vin') AS listed_open_recalls
@@ -25,10 +30,15 @@ WITH overview AS (
         GROUP BY vin
     )
 ), lien_theft AS (
-    SELECT count(*) FILTER (WHERE theft) AS theft_vehicles, count(*) FILTER (WHERE lien) AS lien_vehicles
+    SELECT count(*) FILTER (WHERE theft) AS theft_vehicles, count(*) FILTER (WHERE lien) AS lien_vehicles,
+           count(*) FILTER (WHERE theft_unknown AND NOT stolen) AS stolen_undecided,
+           count(*) FILTER (WHERE lien_unknown AND NOT active) AS lien_undecided
     FROM (
-        SELECT vin, bool_or(event = 'Theft') AS theft, bool_or(event = 'Lien') AS lien
-        FROM lien_theft_events SEMI JOIN vehicles USING (vin)
+        SELECT vin, bool_or(event_kind = 'theft') AS theft, bool_or(event_kind = 'lien') AS lien,
+               bool_or(coalesce(stolen_not_recovered, false)) AS stolen, bool_or(coalesce(active, false)) AS active,
+               bool_or(event_kind = 'theft' AND stolen_not_recovered IS NULL) AS theft_unknown,
+               bool_or(event_kind = 'lien' AND active IS NULL) AS lien_unknown
+        FROM lien_theft_records SEMI JOIN vehicles USING (vin)
         GROUP BY vin
     )
 )

@@ -1,20 +1,10 @@
--- Vehicles with a title brand or a lien/theft event: brands and events per type; at most $limit rows,
--- branded and stolen ones first.
-WITH events AS (
-    SELECT vin,
-           count(*) FILTER (WHERE event = 'Lien') AS liens,
-           count(*) FILTER (WHERE event = 'Lien Release') AS lien_releases,
-           count(*) FILTER (WHERE event = 'Theft') AS thefts,
-           count(*) FILTER (WHERE event = 'Recovery') AS recoveries,
-           count(*) AS events
-    FROM lien_theft_events GROUP BY vin
-)
+-- Vehicles with a title brand, an active lien or a theft not recovered now (vehicle_overview), at most
+-- $limit rows: stolen first, then branded, then liens; past events only counted.
 SELECT o.vin, o.unit_number, o.fleet, o.year, o.make, o.model,
        array_to_string(o.title_brands, ', ') AS title_brands,
-       coalesce(e.liens, 0) AS liens, coalesce(e.lien_releases, 0) AS lien_releases,
-       coalesce(e.thefts, 0) AS thefts, coalesce(e.recoveries, 0) AS recoveries
+       o.active_liens, array_to_string(o.active_lienholders, ', ') AS lienholders,
+       o.stolen_not_recovered, o.lien_theft_events
 FROM vehicle_overview AS o
-LEFT JOIN events AS e USING (vin)
-WHERE len(o.title_brands) > 0 OR e.events > 0
-ORDER BY len(o.title_brands) > 0 DESC, coalesce(e.thefts, 0) > coalesce(e.recoveries, 0) DESC, o.unit_number, o.vin
+WHERE len(o.title_brands) > 0 OR o.active_liens > 0 OR o.stolen_not_recovered
+ORDER BY coalesce(o.stolen_not_recovered, false) DESC, len(o.title_brands) > 0 DESC, o.unit_number, o.vin
 LIMIT $limit;

@@ -1,7 +1,10 @@
 """The fleet report: one self-contained HTML page a fleet manager opens in a browser.
 
 `fleet report` builds it from the published database, read-only; every refresh writes it next to
-the lake. Everything the page needs is inside the file (plotly.js, the data, a small table sorter),
+the lake, with the to-do list beside it as CSV (tasks/outputs/todo.py). It opens with what needs doing, then
+what changed in the latest run, then the fleet's value, recalls and history; headline figures are
+current states (stolen and not recovered, not any theft record). It reads on a phone (390 px) with
+no sideways scrolling and prints. Everything the page needs is inside the file (plotly.js, the data, a small table sorter),
 and its Content-Security-Policy forbids any request, so it opens the same way offline, attached to
 an e-mail or from a share. The figures come from the named queries `sql/queries/report_*.sql`;
 the elements showing the headline figures carry ids and `data-value` attributes (tests read them).
@@ -27,12 +30,16 @@ from tasks.plan.due import (
     DEFAULT_FRESHNESS,
     DEFAULT_NO_DATA_FRESHNESS,
 )
+from tasks.outputs.report_assets import CSS, PAGE, PLOT, SORTER
+from tasks.outputs.todo import NEW_BRAND_DAYS, gather_todo, todo_path, write_todo_csv
 
 logger = logging.getLogger(__name__)
 
 ROWS_SHOWN = 500  # long lists are cut here (the headline counts them all); the views hold every row
 TOP_MAKES = 8  # the value-by-make chart shows the largest makes, the rest as "Other"
 CHART_CONFIG = {"displaylogo": False, "responsive": True}
+KEEP_WHOLE = {"VIN", "unit", "campaign", "to do", "severity"}  # table columns whose values are never broken across lines
+CHANGES_SHOWN = 500  # changes listed; the section says how many there were
 # No request of any kind may leave the page: scripts and styles are inline, images data: URLs.
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; font-src data:"
 
@@ -55,6 +62,10 @@ class ReportData:
     lien_theft: pl.DataFrame
     flagged_vehicles: pl.DataFrame
     flagged_count: int
+    todo: pl.DataFrame
+    mileage_conflicts: pl.DataFrame
+    changes: pl.DataFrame
+    changes_run: dict[str, Any] | None
     freshness: pl.DataFrame
     units_by_month: pl.DataFrame
     generated_at: datetime
@@ -72,6 +83,8 @@ def gather(source: Source, now: datetime | None = None) -> ReportData:
                                  | (pl.col("failed") > 0))
     freshness = freshness.sort(pl.col("dataset").replace_strict({d: i for i, d in enumerate(ALL_DATASETS)}, default=99))
     last_run = source.query("report_last_run")
+    changes_run = source.query("report_changes_run")
+    todo, conflicts = gather_todo(source, now)
     return ReportData(
         headline=source.query("report_headline").row(0, named=True),
         last_run=last_run.row(0, named=True) if last_run.height else None,
@@ -83,6 +96,9 @@ def gather(source: Source, now: datetime | None = None) -> ReportData:
         lien_theft=source.query("report_lien_theft"),
         flagged_vehicles=source.query("report_title_lien_theft_vehicles", limit=ROWS_SHOWN),
         flagged_count=int(source.query("report_title_lien_theft_count").item()),
+        todo=todo, mileage_conflicts=conflicts,
+        changes=source.query("report_changes", limit=CHANGES_SHOWN),
+        changes_run=changes_run.row(0, named=True) if changes_run.height else None,
         freshness=freshness,
         units_by_month=source.query("report_units_by_month"),
         generated_at=now,
@@ -90,9 +106,14 @@ def gather(source: Source, now: datetime | None = None) -> ReportData:
 
 
 def build_report(source: Source, database: str, now: datetime | None = None) -> tuple[str, ReportData]:
-    """The page's HTML and the figures it shows."""
+    """The page's HTML and the figures it shows (`data.todo` is the to-do list, for `write_todo_csv`)."""
     data = gather(source, now)
     return render(data, database), data
+
+
+def write_report_files(page: str, data: ReportData, out: str | Path) -> tuple[Path, Path]:
+    """The page at `out` and its to-do list beside it (`todo_path`)."""
+    return write_report(page, out), write_todo_csv(data.todo, todo_path(out))
 
 
 def write_run_report(source: Source, db: str, lake: str | None) -> tuple[Path | None, str | None]:
@@ -101,8 +122,8 @@ def write_run_report(source: Source, db: str, lake: str | None) -> tuple[Path | 
     The run's data has landed by then: a report that cannot be written is said, never fails the run.
     """
     try:
-        page, _ = build_report(source, db)
-        return write_report(page, report_path(db, lake)), None
+        page, data = build_report(source, db)
+        return write_report_files(page, data, report_path(db, lake))[0], None
     except Exception as exc:  # noqa: BLE001 - any failure here is the report's, not the run's
         problem = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
         logger.warning("the fleet report was not written: %s", problem)
@@ -112,8 +133,9 @@ def write_run_report(source: Source, db: str, lake: str | None) -> tuple[Path | 
 def report_markdown(path: Path | None, problem: str | None) -> str:
     """The line the run's Prefect artifact ends with: a link to the report, or why there is none."""
     if path is not None:
-        where = path.resolve()
-        return f"\n\n**Fleet report**: [{where.name}]({where.as_uri()}) (`{where}`)"
+        where, todo = path.resolve(), todo_path(path.resolve())
+        return (f"\n\n**Fleet report**: [{where.name}]({where.as_uri()}) (`{where}`); "
+                f"to-do list for spreadsheets: [{todo.name}]({todo.as_uri()}) (`{todo}`)")
     return f"\n\n**Fleet report** not written: {problem}" if problem else ""
 
 
@@ -138,31 +160,106 @@ def write_report(page: str, out: str | Path) -> Path:
 def render(data: ReportData, database: str) -> str:
     from plotly.offline import get_plotlyjs  # type: ignore[import-untyped]
 
-    h = data.headline
     run = data.last_run
     run_text = (f"last run {run['run_id']} ({run['kind']}, {run['status']}) started {_when(run['started_at'])}"
                 if run else "no run yet")
-    to_park_note = f" (+{h['likely_to_park']} likely, by model)" if h["likely_to_park"] else ""
-    cards = "".join([
-        _card("Vehicles", "vehicle-count", h["vehicles"], _count(h["vehicles"]), "on the roster"),
-        _card("Fleet value today", "total-value", h["total_retail"], _money(h["total_retail"]),
-              f"retail, {_count(h['valued_vehicles'])} vehicles valued; trade-in {_money(h['total_trade_in'])}"),
-        _card("Open recalls", "open-recalls", h["open_recalls"], _count(h["open_recalls"]),
-              f"on {_count(h['vehicles_with_open_recalls'])} vehicles"),
-        _card("Vehicles to park", "vehicles-to-park", h["vehicles_to_park"], _count(h["vehicles_to_park"]),
-              "an open recall says park it, or park it outside" + to_park_note, alert=bool(h["vehicles_to_park"])),
-        _card("Title brands", "title-branded", h["title_branded_vehicles"], _count(h["title_branded_vehicles"]),
-              "vehicles with a branded title"),
-        _card("Theft records", "theft-vehicles", h["theft_vehicles"], _count(h["theft_vehicles"]), "vehicles"),
-        _card("Lien records", "lien-vehicles", h["lien_vehicles"], _count(h["lien_vehicles"]), "vehicles"),
-    ])
-    sections = [_value_section(data), _recalls_section(data), _title_section(data), _freshness_section(data),
-                _units_section(data)]
+    sections = [_todo_section(data), _changes_section(data), _value_section(data), _recalls_section(data),
+                _title_section(data), _freshness_section(data), _units_section(data)]
     return PAGE.format(
         csp=CSP, css=CSS, plotlyjs=get_plotlyjs(), plot=PLOT, sorter=SORTER, title="Fleet report",
         subtitle=_e(f"{database} · generated {_when(data.generated_at)} · {run_text}"),
-        cards=cards, sections="\n".join(sections),
+        cards=_cards(data), sections="\n".join(sections),
     )
+
+
+def _cards(data: ReportData) -> str:
+    """The headline: what holds now (a theft recovered is not a stolen vehicle, a released lien no lien)."""
+    h = data.headline
+    to_park_note = f" (+{h['likely_to_park']} likely, by model)" if h["likely_to_park"] else ""
+    stolen_note = f"; {_count(h['stolen_undecided'])} cannot tell" if h["stolen_undecided"] else ""
+    lien_note = f"; {_count(h['lien_undecided'])} cannot tell" if h["lien_undecided"] else ""
+    conflicts = data.mileage_conflicts.height
+    return "".join([
+        _card("Vehicles", "vehicle-count", h["vehicles"], _count(h["vehicles"]), "on the roster"),
+        _card("Fleet value today", "total-value", h["total_retail"], _money(h["total_retail"]),
+              f"retail, {_count(h['valued_vehicles'])} vehicles valued; trade-in {_money(h['total_trade_in'])}"),
+        _card("Open recalls now", "open-recalls", h["open_recalls"], _count(h["open_recalls"]),
+              f"on {_count(h['vehicles_with_open_recalls'])} vehicles"),
+        _card("To park now", "vehicles-to-park", h["vehicles_to_park"], _count(h["vehicles_to_park"]),
+              "vehicles an open recall says to park, or park outside" + to_park_note, alert=bool(h["vehicles_to_park"])),
+        _card("Stolen, not recovered", "stolen-now", h["stolen_vehicles"], _count(h["stolen_vehicles"]),
+              f"vehicles now; {_count(h['theft_vehicles'])} with any theft record{stolen_note}",
+              alert=bool(h["stolen_vehicles"])),
+        _card("Active liens", "active-liens", h["active_lien_vehicles"], _count(h["active_lien_vehicles"]),
+              f"vehicles with a lien not released; {_count(h['lien_vehicles'])} with any lien record{lien_note}"),
+        _card("Branded titles", "title-branded", h["title_branded_vehicles"], _count(h["title_branded_vehicles"]),
+              "vehicles whose title carries a brand now"),
+        _card("Mileage conflicts", "mileage-conflicts", conflicts, _count(conflicts),
+              "vehicles whose fleet-file mileage is below their latest history odometer"),
+    ])
+
+
+def _todo_section(data: ReportData) -> str:
+    todo = data.todo
+    title = f"What needs doing ({_count(todo.height)})"
+    if not todo.height:
+        return _section("todo", title, _empty("Nothing to do: no vehicle to park, stolen, under an active lien, newly "
+                                             "branded or with a mileage conflict."))
+    counts = todo.group_by("category", maintain_order=True).len()
+    summary = ", ".join(f"{_count(n)} {c}" for c, n in counts.iter_rows())
+    rows = [[r["category"], r["unit_number"], r["vin"], r["fleet"], _ymm(r), r["reason"], r["since"]]
+            for r in todo.head(ROWS_SHOWN).iter_rows(named=True)]
+    note = (f"{_e(summary)}. One row per vehicle and reason, most urgent first; the same list is written beside this "
+            "page as CSV for spreadsheets (<code>todo.csv</code> beside <code>report.html</code>). Title brands are "
+            "those new in the last "
+            f"{NEW_BRAND_DAYS} days; park now counts campaigns confirmed for the VIN.")
+    return _section("todo", title, f"<p class=note>{note}</p>" + _table(
+        "table-todo", ["to do", "unit", "VIN", "fleet/depot", "vehicle", "reason", "since"], rows, cap=todo.height))
+
+
+def _changes_section(data: ReportData) -> str:
+    title = "What changed since the last run"
+    run, changes = data.changes_run, data.changes
+    if run is None:
+        return _section("changes", title, _empty("No finished refresh yet."))
+    total = int(changes["total"][0]) if changes.height else 0
+    said = (_e(f"Run {run['run_id']} ({run['kind']}, {run['status']}, finished {_when(run['finished_at'])}): "
+               f"{_count(total)} changes on {_count(changes['vin'].n_unique())} vehicles, each compared with the "
+               "vehicle's previous answer (a vehicle's first answer is no change).")
+            + " The table <code>changes</code> holds every run's.")
+    if not total:
+        return _section("changes", title, f"<p class=note>{said}</p>" + _empty("Nothing changed in this run."))
+    rows = [[_SEVERITY.get(r["severity"], r["severity"]), r["unit_number"], r["vin"], r["fleet"], _ymm(r),
+             _KIND.get(r["kind"], r["kind"]), _change_detail(r)] for r in changes.iter_rows(named=True)]
+    return _section("changes", title, f"<p class=note>{said}</p>" + _table(
+        "table-changes", ["severity", "unit", "VIN", "fleet/depot", "vehicle", "change", "detail"], rows, cap=total))
+
+
+_SEVERITY = {"park_now": "park now", "park_outside": "park outside", "high": "high", "info": "info"}
+_KIND = {"new_recall": "new recall", "closed_recall": "recall closed", "value_move": "value moved",
+         "new_title_brand": "new title brand", "cleared_title_brand": "title brand cleared",
+         "odometer_rollback": "odometer rollback", "new_lien": "new lien", "released_lien": "lien released",
+         "new_theft": "theft reported", "recovered_theft": "theft recovered", "decode_changed": "decode changed",
+         "new_lien_theft_event": "new lien/theft event"}
+
+
+def _change_detail(row: dict[str, Any]) -> str:
+    """One line on what moved: the subject, and for values and odometers the figures before and after."""
+    before = json.loads(row["before"]) if row["before"] else {}
+    after = json.loads(row["after"]) if row["after"] else {}
+    if row["kind"] == "value_move" and before.get("retail") and after.get("retail"):
+        pct = (after["retail"] / before["retail"] - 1) * 100
+        return f"retail {_money(before['retail'])} → {_money(after['retail'])} ({pct:+.1f}%)"
+    if row["kind"] == "odometer_rollback" and before and after:
+        return (f"{_count(after.get('odometer'))} on {after.get('date')}, below {_count(before.get('odometer'))} "
+                f"on {before.get('date')}")
+    if row["kind"] == "decode_changed":
+        changed = [f"{k} {before.get(k)} → {after.get(k)}" for k in after if before.get(k) != after.get(k)]
+        return "; ".join(changed) or "decode changed"
+    if row["kind"] in ("new_recall", "closed_recall"):
+        component = (after or before).get("component")
+        return f"{row['subject']} {component}" if component else str(row["subject"])
+    return str(row["subject"])
 
 
 def _value_section(data: ReportData) -> str:
@@ -219,22 +316,26 @@ def _recalls_section(data: ReportData) -> str:
 
 
 def _title_section(data: ReportData) -> str:
-    brands, events, flagged = data.title_brands, data.lien_theft, data.flagged_vehicles
-    if not brands.height and not events.height:
-        return _section("title", "Title brands, theft and liens", _empty("No title brand, lien or theft record."))
-    traces = [_bar("title brand", brands["brand"].to_list(), brands["vehicles"].to_list(), "#8e44ad"),
-              _bar("lien / theft event", events["event"].to_list(), events["vehicles"].to_list(), "#16a085")]
-    layout = {"yaxis": {"title": {"text": "vehicles"}}, "xaxis": {"type": "category"}}
+    """Title brands, theft and liens as they stand now; past thefts and liens only in the table."""
+    title = "Title brands, theft and liens now"
+    brands, states, flagged = data.title_brands, data.lien_theft, data.flagged_vehicles
+    if not brands.height and not states.height:
+        return _section("title", title, _empty("No title brand, lien or theft record."))
+    now = states.filter(pl.col("current"))
+    traces = [_bar("title brand", brands["brand"].to_list(), brands["vehicles"].to_list(), "#8e44ad", horizontal=True),
+              _bar("theft / lien now", now["state"].to_list(), now["vehicles"].to_list(), "#c0392b", horizontal=True)]
+    layout = {"yaxis": {"autorange": "reversed", "type": "category"}, "xaxis": {"title": {"text": "vehicles"}}}
     tables = _table("table-title-brands", ["title brand", "vehicles"], brands.rows()) + _table(
-        "table-lien-theft", ["lien/theft event", "events", "vehicles"], events.rows())
-    rows = [[r["unit_number"], r["vin"], r["fleet"], _ymm(r), r["title_brands"], r["liens"], r["lien_releases"],
-             r["thefts"], r["recoveries"]] for r in flagged.iter_rows(named=True)]
-    listing = f"<h3>Vehicles with a title brand or a lien/theft record ({_count(data.flagged_count)})</h3>" + _table(
-        "table-flagged-vehicles", ["unit", "VIN", "fleet/depot", "vehicle", "title brands", "liens", "lien releases",
-                                   "thefts", "recoveries"], rows, cap=data.flagged_count)
-    return _section("title", "Title brands, theft and liens",
-                    _grid([_chart("chart-title-lien-theft", traces, layout, "Vehicles per title brand and lien/theft event"),
-                           f"<div>{tables}</div>"]) + listing)
+        "table-lien-theft", ["theft / lien", "now", "vehicles"], states.rows())
+    rows = [[r["unit_number"], r["vin"], r["fleet"], _ymm(r), r["title_brands"], r["active_liens"], r["lienholders"],
+             r["stolen_not_recovered"], r["lien_theft_events"]] for r in flagged.iter_rows(named=True)]
+    listing = (f"<h3>Vehicles with a branded title, an active lien or stolen now ({_count(data.flagged_count)})</h3>"
+               + _table("table-flagged-vehicles", ["unit", "VIN", "fleet/depot", "vehicle", "title brands", "active liens",
+                                                   "lienholders", "stolen now", "lien/theft events ever"],
+                        rows, cap=data.flagged_count))
+    chart = _chart("chart-title-lien-theft", traces, layout, "Vehicles per title brand, theft and lien state now",
+                   rows=brands.height + now.height)
+    return _section("title", title, _grid([chart, f"<div>{tables}</div>"]) + listing)
 
 
 def _freshness_section(data: ReportData) -> str:
@@ -315,15 +416,17 @@ def _today_by(today: pl.DataFrame, by: str) -> list[tuple[Any, ...]]:
 
 def _chart(div_id: str, traces: list[dict], layout: dict, title: str, rows: int = 0) -> str:
     """A plotly.js chart: traces and layout as JSON, drawn by the inlined library when the page loads."""
-    layout = {"title": {"text": title, "x": 0}, "height": max(360, 120 + 24 * rows), "font": {"family": "system-ui, sans-serif"},
-              "margin": {"l": 10, "r": 10, "t": 50, "b": 10}, "legend": {"orientation": "h", "y": -0.2},
+    # The title is the page's, above the chart: it wraps on a phone, and plotly's toolbar (in the top
+    # margin) cannot cover it.
+    layout = {"height": max(360, 120 + 24 * rows), "font": {"family": "system-ui, sans-serif"},
+              "margin": {"l": 10, "r": 10, "t": 34, "b": 10}, "legend": {"orientation": "h", "y": -0.2},
               "paper_bgcolor": "#fff", "plot_bgcolor": "#fff", **layout}
     for axis in ("xaxis", "yaxis"):
         layout[axis] = {"automargin": True, "gridcolor": "#e5e9ee", "zerolinecolor": "#cfd6dd", **layout.get(axis, {})}
     # Drawn once the page is laid out (PLOT, at the end of the body), so each chart takes its column's width.
     spec = _json({"data": traces, "layout": layout, "config": CHART_CONFIG})
-    return (f'<div class="chart" id="{div_id}"></div>'
-            f'<script type="application/json" class="chart-spec" data-for="{div_id}">{spec}</script>')
+    return (f'<figure class="chart-box"><figcaption>{_e(title)}</figcaption><div class="chart" id="{div_id}"></div>'
+            f'<script type="application/json" class="chart-spec" data-for="{div_id}">{spec}</script></figure>')
 
 
 def _json(value: Any) -> str:
@@ -345,25 +448,31 @@ def _finite(value: Any) -> Any:
 def _table(table_id: str, headers: list[str], rows: list[Any], money: set[int] | None = None, cap: int | None = None) -> str:
     money = money or set()
     head = "".join(f'<th scope="col" title="sort">{_e(h)}</th>' for h in headers)
-    body = "".join("<tr>" + "".join(_cell(v, i in money) for i, v in enumerate(row)) + "</tr>" for row in rows)
+    # A phone shows each row as a card, labelled; identifiers are never broken across lines (other text may be,
+    # anywhere: a depot's name can be one long word).
+    labels = [f' data-label="{_e(h)}"' + (' data-keep=""' if h in KEEP_WHOLE else "") for h in headers]
+    body = "".join("<tr>" + "".join(_cell(v, i in money, labels[i]) for i, v in enumerate(row)) + "</tr>" for row in rows)
     more = ""
     if cap is not None and cap > len(rows):
         more = f"<p class=note>The first {_count(len(rows))} of {_count(cap)} shown; query the database for all.</p>"
-    return (f'<div class="table-wrap"><table class="sortable" id="{table_id}" data-rows="{len(rows)}">'
+    kind = "sortable" if len(headers) <= 3 else "sortable cards-on-phone"  # a short row fits a phone as it is
+    return (f'<div class="table-wrap"><table class="{kind}" id="{table_id}" data-rows="{len(rows)}">'
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{more}")
 
 
-def _cell(value: Any, money: bool) -> str:
+def _cell(value: Any, money: bool, label: str = "") -> str:
     if value is None:
-        return '<td data-sort=""></td>'
+        return f'<td data-sort=""{label}></td>'
     if isinstance(value, bool):
-        return f"<td>{'yes' if value else 'no'}</td>"
+        return f"<td{label}>{'yes' if value else 'no'}</td>"
     if isinstance(value, (int, float)):
         shown = _money(value) if money else (_count(value) if isinstance(value, int) else f"{value:,.2f}")
-        return f'<td class="num" data-sort="{value}">{shown}</td>'
+        return f'<td class="num" data-sort="{value}"{label}>{shown}</td>'
     if isinstance(value, datetime):
-        return f'<td class="when" data-sort="{value.isoformat()}">{_e(_when(value))}</td>'
-    return f"<td>{_e(str(value))}</td>"
+        return f'<td class="when" data-sort="{value.isoformat()}"{label}>{_e(_when(value))}</td>'
+    if isinstance(value, date):
+        return f'<td class="when" data-sort="{value.isoformat()}"{label}>{value.isoformat()}</td>'
+    return f"<td{label}>{_e(str(value))}</td>"
 
 
 def _card(label: str, element_id: str, value: Any, shown: str, detail: str, alert: bool = False) -> str:
@@ -411,75 +520,3 @@ def _month(value: date | datetime) -> str:
 
 def _when(value: datetime | None) -> str:
     return "" if value is None else f"{value.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
-
-
-CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2733;background:#f4f6f8}
-header{background:#1d2733;color:#fff;padding:18px 28px}header h1{margin:0;font-size:22px}
-header p{margin:4px 0 0;color:#b8c4d0;font-size:13px}main{padding:12px 28px 40px}
-.cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(170px,1fr));gap:12px;margin:14px 0}
-.card{background:#fff;border-radius:8px;padding:12px 14px;box-shadow:0 1px 2px #0002}
-.card.alert{border-left:5px solid #c0392b}.card .label{color:#5b6b7b;font-size:12px;text-transform:uppercase}
-.card .value{font-size:24px;font-weight:600;margin:2px 0}.card .detail{color:#5b6b7b;font-size:12px}
-section{background:#fff;border-radius:8px;padding:6px 18px 16px;margin:16px 0;box-shadow:0 1px 2px #0002}
-h2{font-size:18px;margin:12px 0 6px}h3{font-size:15px;margin:16px 0 6px}
-.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:16px;align-items:start}.grid>*{min-width:0}
-.chart{min-height:360px}.note{color:#5b6b7b;font-size:12px;margin:4px 0}.empty{color:#5b6b7b;font-style:italic}
-.table-wrap{max-height:420px;overflow:auto;margin:6px 0}
-table{border-collapse:collapse;width:100%;font-size:13px}
-th{position:sticky;top:0;background:#e9eef3;text-align:left;padding:5px 8px;cursor:pointer;white-space:nowrap}
-th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
-td{padding:4px 8px;border-bottom:1px solid #eef1f4}td.when{white-space:nowrap}td.num{text-align:right;font-variant-numeric:tabular-nums}
-code{background:#eef1f4;padding:0 3px;border-radius:3px}
-"""
-
-PLOT = """
-document.querySelectorAll("script.chart-spec").forEach(function (s) {
-  var spec = JSON.parse(s.textContent);
-  Plotly.newPlot(s.getAttribute("data-for"), spec.data, spec.layout, spec.config);
-});
-"""
-
-# Click a header to sort by that column (numbers by their data-sort value, empty cells last), again to reverse.
-SORTER = """
-document.querySelectorAll("table.sortable th").forEach(function (th) {
-  th.addEventListener("click", function () {
-    var table = th.closest("table"), body = table.tBodies[0], col = th.cellIndex;
-    var ascending = th.getAttribute("aria-sort") !== "ascending";
-    table.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
-    th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
-    var key = function (row) { var td = row.cells[col]; return td.hasAttribute("data-sort") ? td.getAttribute("data-sort") : td.textContent.trim(); };
-    var rows = Array.prototype.slice.call(body.rows);
-    var numeric = rows.every(function (r) { var k = key(r); return k === "" || !isNaN(Number(k)); });
-    rows.sort(function (a, b) {
-      var x = key(a), y = key(b);
-      if (x === "" || y === "") { return (x === "") - (y === ""); }
-      var order = numeric ? Number(x) - Number(y) : x.localeCompare(y);
-      return ascending ? order : -order;
-    });
-    rows.forEach(function (r) { body.appendChild(r); });
-  });
-});
-"""
-
-PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{csp}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-<style>{css}</style>
-<script>{plotlyjs}</script>
-</head>
-<body>
-<header><h1>{title}</h1><p>{subtitle}</p></header>
-<main>
-<div class="cards">{cards}</div>
-{sections}
-</main>
-<script>{plot}</script>
-<script>{sorter}</script>
-</body>
-</html>
-"""

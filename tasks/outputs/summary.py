@@ -245,6 +245,9 @@ def print_summary(summary: dict[str, Any]) -> None:
     console.print(table)
     for note in notes(summary):
         console.print(f"[yellow]{note}[/yellow]")
+    if summary.get("report"):  # where to look next: the page, and its to-do list for spreadsheets
+        console.print(f"report: {summary['report']}" + (f"; to-do list: {summary['todo']}" if summary.get("todo") else ""),
+                      highlight=False, soft_wrap=True)
 
 
 def report(summary: dict[str, Any], as_json: bool) -> None:

@@ -17,6 +17,7 @@ from tasks.ingest.plates import settle_at_ingest
 from tasks.ingest.fleet_files import IngestResult, read_fleet
 from tasks.outputs.changes import lead_with_changes, run_changes
 from tasks.outputs.report import write_run_report
+from tasks.outputs.todo import todo_path
 from tasks.outputs.summary import final_status, start_summary
 from tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
 from tasks.run.context import RunContext
@@ -86,6 +87,7 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
         db.export_parquet(lake)
     report = write_run_report(db, run.db, lake) if done else (None, None)
     summary["report"] = str(report[0]) if report[0] else None
+    summary["todo"] = str(todo_path(report[0])) if report[0] else None
     run.staging.finish()  # due lists are per run; answers not landed stay for the next run
     forget_run(run_id)
     stops.forget_run(run_id)

@@ -1,0 +1,69 @@
+"""The fleet's to-do list: what needs doing now, one row per vehicle and reason.
+
+Park now (or park outside), stolen and not recovered, active liens, new title brands (named query `report_todo`) and
+mileage conflicts (`report_mileage_conflicts`). The report opens with it; it is also written beside
+the report as CSV for people who work in spreadsheets.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import polars as pl
+
+NEW_BRAND_DAYS = 30  # a title brand stays on the list this long after the answer that first showed it
+COLUMNS = {"priority": pl.Int32, "category": pl.String, "unit_number": pl.String, "vin": pl.String, "plate": pl.String,
+           "fleet": pl.String, "year": pl.Int64, "make": pl.String, "model": pl.String, "reason": pl.String,
+           "since": pl.Date}
+# A spreadsheet reads a cell starting with one of these as a formula: the fleet file's text stays text.
+FORMULA_START = r"^[=+\-@\t\r]"
+
+
+class Source(Protocol):
+    def query(self, name: str, **params: Any) -> pl.DataFrame: ...
+
+
+def gather_todo(source: Source, now: datetime) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the to-do list, the mileage conflicts it includes)."""
+    todo = source.query("report_todo", brands_since=now - timedelta(days=NEW_BRAND_DAYS))
+    conflicts = source.query("report_mileage_conflicts")
+    rows = conflicts.select(
+        pl.lit(6, pl.Int32).alias("priority"), pl.lit("mileage conflict").alias("category"),
+        "vin", "unit_number", "plate", "fleet", "year", "make", "model",
+        pl.format("fleet file says {} {}; history read {} {} on {}: valuations use the file's mileage",
+                  _thousands("fleet_mileage"), "fleet_mileage_unit", _thousands("history_odometer"), "history_unit",
+                  pl.col("history_date").cast(pl.String)).alias("reason"),
+        pl.col("history_date").alias("since"))
+    frames = [f.select([pl.col(c).cast(t) for c, t in COLUMNS.items()]) for f in (todo, rows)]
+    return pl.concat(frames), conflicts
+
+
+def _thousands(column: str) -> pl.Expr:
+    """An integer as people read it: 94,141."""
+    return pl.col(column).cast(pl.Int64).map_elements(lambda v: f"{v:,}", return_dtype=pl.String)
+
+
+def todo_path(report: str | Path) -> Path:
+    """The CSV beside a report: report.html -> todo.csv, fleet.report.html -> fleet.todo.csv, x.html -> x.todo.csv."""
+    target = Path(report)
+    name = target.name
+    if name.endswith("report.html"):
+        return target.with_name(name[: -len("report.html")] + "todo.csv")
+    return target.with_name(f"{target.stem}.todo.csv")
+
+
+def write_todo_csv(todo: pl.DataFrame, out: str | Path) -> Path:
+    """The list as CSV (UTF-8 with a BOM, so Excel reads names right), whole or not at all."""
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = [c for c, t in COLUMNS.items() if t == pl.String]
+    safe = todo.drop("priority").with_columns(
+        pl.when(pl.col(c).str.contains(FORMULA_START))
+        .then(pl.lit("'") + pl.col(c)).otherwise(pl.col(c)).alias(c) for c in text)
+    temporary = target.with_name(f".{target.name}.writing")
+    safe.write_csv(temporary, include_bom=True)
+    os.replace(temporary, target)
+    return target
