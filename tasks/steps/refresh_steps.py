@@ -104,9 +104,7 @@ def answer_without_calls(run: RunContext, paths: list[str], options: dict[str, A
     """
     fleet = read_fleet(paths, vin_column=options.get("vin_column"))
     plates = options.get("plates", True)
-    if fleet.plates.height and plates:
-        return None  # plate rows need lookups: the flow's business
-    roster, rejected, counts = settle(run, fleet, plates)
+    roster, rejected, counts = settle(run, fleet, plates)  # plates needing a lookup are staged: the plan counts them
     made, _ = plan(run, options["datasets"], options.get("force", False), options.get("freshness"), roster=roster)
     if made.plates or any(d.due for d in made.datasets.values()):
         return None
