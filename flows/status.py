@@ -1,7 +1,8 @@
 """`fleet status`: where the pipeline stands, read from the published database alone.
 
 Last runs, units spent per endpoint this calendar month (UTC), per dataset the roster
-VINs never answered (pending) and the open failures, and recall batches still in flight;
+VINs never answered (pending; those it does not apply to, registered outside its markets, apart)
+and the open failures, and recall batches still in flight;
 and the run in flight, if any, from the progress file it keeps beside the database.
 It calls no service and starts no Prefect. It opens the published snapshot read-only,
 never the working store, and writes nothing: a run still `running` in the snapshot whose
@@ -48,7 +49,10 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
         recent = db.query("status_recent_runs", limit=runs).to_dicts()
         spent = db.query("units_by_endpoint_since", since=since).to_dicts()
         datasets = db.query("status_by_dataset", datasets=list(DEFAULT_DATASETS)).to_dicts()
+        unanswered = _unanswered(db, [d["dataset"] for d in datasets])
         batches = db.query("unfinished_recall_batches").select(BATCH_COLUMNS).to_dicts()
+    for row in datasets:  # never answered: not applicable (never called) or pending (the next refresh calls)
+        row["not_applicable"], row["pending"] = unanswered.get(row["dataset"], (0, row["pending"]))
     after = live_run(db_path)
     live = {r["run_id"] for r in (before, after) if r}
     for run in recent:
@@ -66,6 +70,30 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
         "datasets": datasets,
         "recall_batches_in_flight": batches,
     }
+
+
+def _unanswered(db: Any, datasets: list[str]) -> dict[str, tuple[int, int]]:
+    """Per dataset, the roster VINs never answered: (outside its markets, inside them), by the plan's rule
+    (tasks/ingest/markets.py, the registry's markets) over the roster's few distinct market groups."""
+    from tasks.datasets import REGISTRY
+    from tasks.ingest.markets import applies, with_market
+
+    groups = db.query("status_roster_markets", datasets=datasets)
+    if not groups.height:
+        return {}
+    groups = with_market(groups)
+    out: dict[str, tuple[int, int]] = {}
+    for dataset in datasets:
+        markets = REGISTRY[dataset].markets if dataset in REGISTRY else None
+        rows = groups.filter(groups["dataset"] == dataset)
+        outside = inside = 0
+        for market, roster, answered in rows.select("market", "roster", "answered").iter_rows():
+            if applies(markets, market):
+                inside += roster - answered
+            else:
+                outside += roster - answered
+        out[dataset] = (outside, inside)
+    return out
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -121,10 +149,12 @@ def print_status(status: dict[str, Any]) -> None:
           ["endpoint", "calls", "failed calls", "no data (404)", "units"],
           [[r["endpoint"], r["calls"], r["failed_calls"], r["no_data_calls"], r["units"]] for r in status["units_this_month"]],
           "no calls this month")
-    table("Datasets (pending = roster VINs never answered; failed = open failures)",
-          ["dataset", "roster", "answered", "of which no data", "pending", "failed", "of which retryable", "last answer"],
-          [[r["dataset"], r["roster"], r["answered"], r["no_data"], r["pending"], r["failed"], r["failed_retryable"],
-            r["last_fetched_at"]] for r in status["datasets"]], "no roster yet")
+    table("Datasets (pending = roster VINs never answered that it applies to; not applicable = registered outside "
+          "its markets, never called; failed = open failures)",
+          ["dataset", "roster", "answered", "of which no data", "not applicable", "pending", "failed",
+           "of which retryable", "last answer"],
+          [[r["dataset"], r["roster"], r["answered"], r["no_data"], r["not_applicable"], r["pending"], r["failed"],
+            r["failed_retryable"], r["last_fetched_at"]] for r in status["datasets"]], "no roster yet")
     table("Recall batches in flight", ["batch", "status", "submitted", "VINs", "processed", "run"],
           [[r["batch_id"], r["status"], r["submitted_at"], r["total_vins"] or r["vins_count"], r["processed_vins"],
             r["run_id"]] for r in status["recall_batches_in_flight"]], "none")

@@ -70,6 +70,8 @@ class Dataset:
     fetched_as: str = ""
     # Planned and paid through a batch endpoint (1 unit per VIN) before the per-VIN `endpoint`.
     batch_endpoint: str | None = None
+    # Its request sends the mileage: the plan gives its due VINs the one valuations use (view vehicle_mileage).
+    asks_mileage: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fetched_as", self.fetched_as or self.name)
@@ -132,9 +134,12 @@ REGISTRY: dict[str, Dataset] = {
         # Values move monthly. A valuation is kept per day and per request (the history of a vehicle's value).
         Dataset("market_value", "market-value", _value, valuation_request, markets=frozenset({"US", "CA"}),
                 params=_value_params, shape={"mileage_list": _LIST, "add_deduct_list": _LIST},
-                freshness=timedelta(days=30), schedule="monthly",
+                freshness=timedelta(days=30), schedule="monthly", asks_mileage=True,
                 tables=(Table("market_values", key=("vin", "valued_on", "state", "mileage", "mileage_unit",
-                                                    "condition")),)),
+                                                    "condition")),
+                        # The trade-in values of the months before it that every answer carries: the
+                        # fleet's value trend from the first run (the valuation resolves the failure).
+                        Table("trade_in_history", key=("vin", "month"), resolves_failures=False))),
         # US: the report is title records ("junkAndSalvageInformation", "brandsInformation",
         # "currentTitleInformation"), which US states keep; the issue lists it with the US-only services.
         Dataset("history", "history", lambda c, vin, row: c.history(vin), markets=frozenset({"US"}),

@@ -1,8 +1,11 @@
 -- The run's roster VINs whose $dataset answer is missing or older than $fresh_after (all of them with $force).
 -- A "no data" answer (404) is fresh only until $no_data_after: the service caches "not found" for about a
 -- day and bills no 404, so asking again after a shorter window costs little and may find data.
-SELECT v.vin, v.state, v.mileage, v.mileage_unit, v.condition, f.fetched_at AS last_fetched_at, f.outcome AS last_outcome
+-- The mileage is the one valuations use (the view vehicle_mileage).
+SELECT v.vin, v.state, m.valuation_mileage AS mileage, m.valuation_mileage_unit AS mileage_unit, v.condition,
+       f.fetched_at AS last_fetched_at, f.outcome AS last_outcome
 FROM vehicles AS v
+LEFT JOIN vehicle_mileage AS m ON m.vin = v.vin
 LEFT JOIN fetch_status AS f ON f.vin = v.vin AND f.dataset = $dataset
 WHERE v.run_id = $run_id
   AND ($force OR f.fetched_at IS NULL

@@ -1,2 +1,8 @@
 -- What the roster knows of $vins (state, mileage, condition shape a valuation request); VINs not on it are absent.
-SELECT vin, state, mileage, mileage_unit, condition FROM vehicles WHERE list_contains($vins::VARCHAR[], vin) ORDER BY vin;
+-- The mileage is the one valuations use (the view vehicle_mileage: the file's, or a higher history reading);
+-- filtered on the view's VIN, so only these VINs' reports are read.
+SELECT m.vin, v.state, m.valuation_mileage AS mileage, m.valuation_mileage_unit AS mileage_unit, v.condition
+FROM vehicle_mileage AS m
+JOIN vehicles AS v ON v.vin = m.vin
+WHERE list_contains($vins::VARCHAR[], m.vin)
+ORDER BY m.vin;

@@ -16,3 +16,36 @@ CREATE OR REPLACE MACRO service_date(text) AS
 -- The lake's file for a VIN: one of 16 buckets, from the VIN's md5 (stable across DuckDB versions).
 CREATE OR REPLACE MACRO vin_bucket(vin) AS
     coalesce(CAST(('0x' || left(md5(vin), 2)) AS INTEGER) % 16, 0);
+
+-- The make the fleet file gives (a `make` column, else `make_hint`; in vehicles.extra), NULL when none.
+CREATE OR REPLACE MACRO fleet_file_make(extra) AS
+    coalesce(nullif(trim(extra->>'make'), ''), nullif(trim(extra->>'make_hint'), ''));
+
+-- A distance from one unit (`mi`/`km`) to another, rounded to a whole number; NULL when a unit is unknown.
+CREATE OR REPLACE MACRO convert_distance(value, from_unit, to_unit) AS
+    CASE WHEN from_unit = to_unit THEN value
+         WHEN from_unit = 'km' AND to_unit = 'mi' THEN CAST(round(value / 1.609344) AS BIGINT)
+         WHEN from_unit = 'mi' AND to_unit = 'km' THEN CAST(round(value * 1.609344) AS BIGINT) END;
+
+-- History elements' odometers (history_records, vehicle_mileage): the text as a whole number ("42,000" is
+-- 42000; "EXEMPT" is NULL), and the unit as `mi`/`km` (NULL when not given or not one we know: never assumed).
+CREATE OR REPLACE MACRO odometer_number(text) AS
+    CAST(round(try_cast(regexp_replace(trim(text), '[,\s]', '', 'g') AS DOUBLE)) AS BIGINT);
+CREATE OR REPLACE MACRO odometer_unit_code(text) AS
+    CASE WHEN lower(trim(text)) IN ('mi', 'mile', 'miles', 'smi') THEN 'mi'
+         WHEN lower(trim(text)) IN ('km', 'kms', 'kilometer', 'kilometers', 'kilometre', 'kilometres', 'kmt') THEN 'km' END;
+
+-- The latest dated reading with a number and a known unit among one history array's elements (JSON[]), as
+-- history_records reads them (the same fields, first present): {reading_date, record_index, odometer, unit}, the
+-- latest date, then the last in the report's order; NULL when none. Per row, so a query for a few VINs reads
+-- only their reports.
+CREATE OR REPLACE MACRO latest_reading(records) AS
+    list_max(list_filter(list_transform(
+        list_transform(records, lambda r, i: {i: CAST(i - 1 AS INTEGER), f: json_extract_string(r, [
+            '$.date', '$.TitleIssueDate', '$.VehicleObtainedDate',
+            '$.odometer', '$.odometer_reading', '$.VehicleOdometerReadingMeasure',
+            '$.odometer_unit', '$.VehicleOdometerReadingUnitCode'])}),
+        lambda e: {reading_date: service_date(coalesce(e.f[1], e.f[2], e.f[3])), record_index: e.i,
+                   odometer: odometer_number(coalesce(e.f[4], e.f[5], e.f[6])),
+                   unit: odometer_unit_code(coalesce(e.f[7], e.f[8]))}),
+        lambda x: x.reading_date IS NOT NULL AND x.odometer IS NOT NULL AND x.unit IS NOT NULL));

@@ -43,10 +43,8 @@ SELECT
     state,
     description,
     -- "42,000" reads as 42000; a reading that is not a number ("EXEMPT") is NULL, kept in odometer_reported.
-    CAST(round(try_cast(regexp_replace(trim(odometer_text), '[,\s]', '', 'g') AS DOUBLE)) AS BIGINT) AS odometer,
-    CASE WHEN unit_text IN ('mi', 'mile', 'miles', 'smi') THEN 'mi'
-         WHEN unit_text IN ('km', 'kms', 'kilometer', 'kilometers', 'kilometre', 'kilometres', 'kmt') THEN 'km'
-    END AS odometer_unit,
+    odometer_number(odometer_text) AS odometer,
+    odometer_unit_code(unit_text) AS odometer_unit,
     odometer_text AS odometer_reported,
     record, run_id, fetched_at
 FROM elements;

@@ -7,7 +7,10 @@ SELECT
     r.nhtsa_campaign_number, r.matched_by, r.manufacturer, r.component, r.summary, r.consequence, r.remedy,
     r.park_it, r.park_outside, r.over_the_air_update, r.report_received_date,
     r.first_seen_at, r.last_seen_at,
-    date_diff('day', r.first_seen_at, now()) AS days_open
+    -- Open since the campaign's own date (NHTSA received the report), not since we first saw it: a campaign
+    -- of 2014 found by our first run is years open, not 0 days. NULL when the service gave no date.
+    date_diff('day', r.report_received_date, current_date) AS days_open,
+    date_diff('day', r.first_seen_at, now()) AS days_since_first_seen
 FROM recalls AS r
 LEFT JOIN vehicles AS v USING (vin)
 LEFT JOIN specs AS s USING (vin)

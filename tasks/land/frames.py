@@ -7,6 +7,8 @@ Frames carry no `run_id` (the store stamps it); `fetched_at` is per row.
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import date, datetime
 from typing import Any, Iterable, Sequence
 
@@ -14,6 +16,7 @@ import polars as pl
 
 from connectors import models as m
 from connectors.calls import CallRecord
+from connectors.models.market_value import TradeInValue
 
 COLOR = pl.Struct({"category": pl.String, "name": pl.String})
 EQUIPMENT = pl.Struct({"name": pl.String, "value": pl.String})
@@ -105,6 +108,44 @@ def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str
             "fetched_at": at,
         })
     return _frame(rows, MARKET_SCHEMA)
+
+
+TRADE_IN_HISTORY_SCHEMA: Schema = {
+    "vin": pl.String, "month": pl.Date, "trade_in": pl.Float64, "valued_on": pl.Date, "state": pl.String,
+    "mileage": pl.Int64, "mileage_unit": pl.String, "condition": pl.String, "fetched_at": TS,
+}
+_MONTH = re.compile(r"^\s*(\d{4})-(\d{2})")
+
+
+def _month(value: Any) -> date | None:
+    """The month a `trade_in_values` date names, read from its text as sent (no time zone shift)."""
+    match = _MONTH.match(value if isinstance(value, str) else json.dumps(value) if value is not None else "")
+    if not match or not 1 <= int(match.group(2)) <= 12 or int(match.group(1)) < 1:
+        return None
+    return date(int(match.group(1)), int(match.group(2)), 1)
+
+
+def trade_in_history_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str, Any]]) -> pl.DataFrame:
+    """The months before each valuation its answer lists (`trade_in_values`), with what was asked; a month
+    listed twice: its last item."""
+    rows = []
+    for vin, r, at in fetched:
+        asked = requests.get(vin, {})
+        mileage = asked.get("mileage")
+        months: dict[date, float] = {}
+        for item in getattr(r, "trade_in_values", None) or []:
+            if not isinstance(item, dict):
+                continue
+            month, value = _month(item.get("date")), TradeInValue.model_validate({"value": item.get("value")}).value
+            if month is not None and value is not None:
+                months.pop(month, None)
+                months[month] = value
+        rows += [{"vin": vin, "month": month, "trade_in": value,
+                  "valued_on": at.date() if isinstance(at, datetime) else date.today(), "state": asked.get("state"),
+                  "mileage": int(mileage) if mileage is not None else None,
+                  "mileage_unit": asked.get("mileage_unit") or ("mi" if mileage is not None else None),
+                  "condition": asked.get("condition"), "fetched_at": at} for month, value in months.items()]
+    return _frame(rows, TRADE_IN_HISTORY_SCHEMA)
 
 
 HISTORY_SCHEMA: Schema = {

@@ -164,6 +164,8 @@ def make_plan(
                    no_data_after=now - min(windows[NO_DATA], windows[dataset]))
         no_data_due = int(due["last_outcome"].eq("no_data").sum())
         due = due.drop("last_outcome")
+        if declaration(dataset).asks_mileage and due.height and roster is None:
+            due = _valuation_mileage(db, due)
         path = None
         if due.height:
             path = _stage(due, staging_dir / f"due_{dataset}.parquet", staged)
@@ -173,6 +175,20 @@ def make_plan(
         plan.datasets[dataset] = DatasetPlan(dataset, endpoint, listed, due.height, scope.height - due.height, units,
                                              path, no_data_due, not_applicable=listed - scope.height)
     return plan
+
+
+def _valuation_mileage(db: Database, due: pl.DataFrame) -> pl.DataFrame:
+    """`due` with the mileage valuations ask with (view `vehicle_mileage`: the file's, or a higher history
+    reading), read for its VINs only: the history reports of VINs not due are never parsed."""
+    db.connection.register("plan_mileage_vins", due.select("vin").to_arrow())
+    try:
+        chosen = db.query("plan_valuation_mileage")
+    finally:
+        db.connection.unregister("plan_mileage_vins")
+    chosen = chosen.with_columns(pl.col("mileage").cast(due.schema["mileage"]),
+                                 pl.col("mileage_unit").cast(due.schema["mileage_unit"]))
+    return (due.drop("mileage", "mileage_unit").join(chosen, on="vin", how="left", maintain_order="left")
+            .select(due.columns))
 
 
 def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -233,9 +249,11 @@ def _stage(due: pl.DataFrame, path: Path, staged: list[tuple[pl.DataFrame, str]]
     identical list was just staged for another dataset: a new fleet's datasets mostly share one."""
     never_answered = due["last_fetched_at"].null_count() == due.height
     for earlier, earlier_path in staged:
-        # Rows come from one roster row per VIN: lists with the same VINs and no last answer are equal.
+        # Rows come from one roster row per VIN: lists with the same VINs and no last answer are equal, unless
+        # one carries the valuation's mileage (`_valuation_mileage`).
         if (earlier.height == due.height and never_answered and earlier["last_fetched_at"].null_count() == due.height
-                and earlier["vin"].equals(due["vin"])):
+                and earlier["vin"].equals(due["vin"]) and earlier["mileage"].equals(due["mileage"])
+                and earlier["mileage_unit"].equals(due["mileage_unit"])):
             return earlier_path
     due.write_parquet(path, compression="uncompressed")
     staged.append((due, str(path)))

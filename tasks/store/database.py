@@ -96,6 +96,7 @@ EXPORT_TABLES: dict[str, list[str]] = {
     "rejected_rows": ["run_id"],
     "specs": ["vin_bucket"],
     "market_values": ["valued_month", "vin_bucket"],
+    "trade_in_history": ["vin_bucket"],
     "recall_checks": ["run_id"],
     "recalls": ["vin_bucket"],
     "history_reports": ["vin_bucket"],

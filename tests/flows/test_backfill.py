@@ -178,12 +178,16 @@ def test_backfill_first_lands_what_a_killed_run_paid_for(backfilled, fleet, sand
 def test_reparse_rebuilds_tables_from_raw_answers_without_any_call(backfilled, fleet, sandbox, monkeypatch):
     with open_database(fleet["db"]) as db:
         vin = fleet["vins"][0]  # fetched twice: re-parsing lands the older answer, then the newer one
-        before = {t: db.sql(f"SELECT count(*) FROM {t}").item() for t in ("specs", "market_values", "recall_checks")}
+        before = {t: db.sql(f"SELECT count(*) FROM {t}").item()
+                  for t in ("specs", "market_values", "trade_in_history", "recall_checks")}
+        valued = db.sql("SELECT count(DISTINCT vin) FROM market_values").item()
+        assert before["trade_in_history"] == 6 * valued > 0  # the six months every valuation carries
         origin = db.sql("SELECT run_id, fetched_at FROM specs WHERE vin = $v", {"v": vin}).row(0)
         # A "model change": the stored answer reads differently now, and the valuations table was lost.
         db.sql("UPDATE raw_responses SET body = json_merge_patch(body, '{\"attributes\": {\"make\": \"Reparsed\"}}') "
                "WHERE dataset = 'specs' AND vin = $v", {"v": vin})
         db.sql("DELETE FROM market_values")
+        db.sql("DELETE FROM trade_in_history")  # as in a database from before it existed: filled from raw answers
     monkeypatch.setenv("VDS_BASE_URL", "http://127.0.0.1:9")  # nothing listens there: any call would fail
     calls = sandbox.stats()["total"]
     summary = backfill.reparse_raw_responses(fleet["db"], ["specs", "market_value", "recalls"], chunk_size=2)

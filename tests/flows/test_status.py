@@ -199,3 +199,35 @@ def test_no_data_answers_from_the_service_are_not_failed_calls(tmp_path, monkeyp
     assert [(r["endpoint"], r["calls"], r["failed_calls"], r["no_data_calls"]) for r in specs] == [
         ("/specs", sum(served.values()), served[502], served[404])]
     assert served[404] == 1 and served[502] == 1 + RetryPolicy().max_retries
+
+
+def test_status_tells_not_applicable_vins_from_pending_ones(tmp_path, capsys):
+    """A vehicle registered outside a dataset's markets is never called for it: not pending (issue 21: the
+    sample's six non-US vehicles showed as pending history while run_datasets said 6 not applicable)."""
+    csv = tmp_path / "fleet.csv"
+    csv.write_text("unit_number,vin,state,country\n"
+                   "U1,1HGCM82633A004352,TX,\nU2,1FTFW1E50KFA12345,CA,\n"
+                   "U3,WBA3A5C51CF256651,,DE\nU4,WBA3A5C56G0915102,ON,\n")  # Germany; Ontario, Canada
+    roster = read_fleet([str(csv)])
+    path = str(tmp_path / "fleet.duckdb")
+    now = datetime.now(timezone.utc)
+    with open_database(path) as db:
+        db.start_run("refresh", [str(csv)], run_id="r1", started_at=now)
+        db.land_chunk({"vehicles": roster.roster}, "r1")
+        vins = ["1HGCM82633A004352", "1FTFW1E50KFA12345", "WBA3A5C51CF256651", "WBA3A5C56G0915102"]
+        db.land("fetch_status", _answered([(v, "specs", "found") for v in vins]
+                                          + [("1HGCM82633A004352", "history", "found")], now), "r1")
+        db.finish_run("r1", "completed", counts=roster.summary(), finished_at=now)
+    publish(path)
+    assert main(["status", "--db", path, "--json"]) == 0
+    by_dataset = {r["dataset"]: (r["roster"], r["answered"], r["not_applicable"], r["pending"])
+                  for r in json.loads(capsys.readouterr().out)["datasets"]}
+    assert by_dataset == {
+        "specs": (4, 4, 0, 0),  # every vehicle
+        "history": (4, 1, 2, 1),  # US only: the German and the Canadian vehicle are not applicable
+        "lien_theft": (4, 0, 2, 2),
+        "market_value": (4, 0, 1, 3),  # US and Canada
+        "recalls": (4, 0, 1, 3),  # North America
+    }
+    assert main(["status", "--db", path]) == 0
+    assert "not applicable" in capsys.readouterr().out

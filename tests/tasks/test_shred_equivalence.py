@@ -65,7 +65,13 @@ ODD: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {  # (body, reques
           "retail_avg": {"base_retail_avg": 15000, "base": 1, "regional_retail_avg": None},
           "trade_in_rough": None, "auction_values": None,
           "mileage_list": [{"model_year": 2018, "range_begin": "0", "range_end": "10000.5", "clean": "1,000"}],
-          "add_deduct_list": [{"uoc": 42, "name": "Sunroof", "auto": False}]},
+          "add_deduct_list": [{"uoc": 42, "name": "Sunroof", "auto": False}],
+          # A month twice (the last wins), dates that name no month, values that are no number, items that are
+          # no object: skipped.
+          "trade_in_values": [{"date": "2024-05-01T00:00:00Z", "value": "12,000"}, {"date": "2024-05-15", "value": 11000},
+                              {"date": "soon", "value": 1}, {"date": "2024-13-01", "value": 1}, {"value": 5}, 7,
+                              {"date": "2024-06", "value": "n/a"}, {"date": " 2024-07-01", "value": "$9,500"},
+                              {"date": 202408, "value": 3}, {"date": "2024-09-01", "value": True}]},
          {"state": None, "mileage": None, "mileage_unit": None, "condition": None}),
         ({"auction_values": {"low_auction_value": "9,000", "date_range": 2024}},
          {"state": "WA", "mileage": 88000, "condition": "rough"}),
