@@ -267,10 +267,10 @@ def _value_section(data: ReportData) -> str:
     if not by_month.height:
         return _section("value", "Fleet value", _empty("No valuation yet: a refresh with market values fills this in."))
     charts = [
-        _chart("chart-value-by-depot", *_stacked_by_month(by_month, "fleet", "total_retail", money=True),
-               "Value by month and fleet/depot"),
-        _chart("chart-value-by-make", *_stacked_by_month(_top(by_month, "make", "total_retail"), "make", "total_retail",
-                                                         money=True), "Value by month and make"),
+        _chart("chart-value-by-depot", *_stacked_by_month(by_month, "fleet", "total_trade_in", money=True),
+               "Trade-in value by month and fleet/depot"),
+        _chart("chart-value-by-make", *_stacked_by_month(_top(by_month, "make", "total_trade_in"), "make",
+                                                         "total_trade_in", money=True), "Trade-in value by month and make"),
     ]
     tables = [
         _table("table-value-by-depot", ["fleet/depot", "vehicles", "valued", "retail", "trade-in"],
@@ -279,7 +279,9 @@ def _value_section(data: ReportData) -> str:
                _today_by(today, "make"), money={3, 4}),
     ]
     note = ("Each month counts every vehicle at its latest valuation made by then (view "
-            "<code>fleet_value_by_month</code>); the last month is today's value.")
+            "<code>fleet_value_by_month</code>); the last month is today's value. The trend is in trade-in value: "
+            "each valuation carries six months of trade-in history, so the trend has six months from the first "
+            "run, while the service sends no past retail value.")
     return _section("value", "Fleet value", f"<p class=note>{note}</p>" + _grid(charts) + _grid(tables))
 
 

@@ -23,7 +23,7 @@ from tasks.land import frames as staging
 from tasks.datasets import REGISTRY, valuation_request
 from tasks.ingest.fleet_files import read_fleet
 from tasks.ingest.markets import applies, with_market
-from tasks.plan.due import make_plan
+from tasks.plan.due import DueRule, make_plan
 from tasks.store.database import SQL_DIR, open_database
 
 SAMPLE = SQL_DIR.parent / "data" / "sample_fleet.csv"
@@ -190,7 +190,7 @@ def test_mileage_conflicts_lists_the_file_mileages_below_the_latest_odometer(sam
 def test_valuations_are_asked_with_the_larger_mileage(sample, tmp_path):
     db, roster = sample
     expected = _expected_conflicts(roster)
-    plan = make_plan(db, RUN, ["specs", "market_value"], tmp_path, force=True)
+    plan = make_plan(db, RUN, ["specs", "market_value"], tmp_path, rule=DueRule(force=True))
     due = {d: pl.read_parquet(plan.datasets[d].path) for d in ("specs", "market_value")}
     assert plan.datasets["market_value"].path != plan.datasets["specs"].path  # not the file's mileages shared
     planned = {r["vin"]: r for r in due["market_value"].iter_rows(named=True)}
