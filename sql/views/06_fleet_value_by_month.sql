@@ -32,7 +32,7 @@ SELECT
     count(*) AS vehicles,
     count(*) FILTER (WHERE sp.valued_month = m.month) AS valued_in_month,
     sum(sp.retail) AS total_retail,
-    avg(sp.retail) AS average_retail,
+    CAST(avg(sp.retail) AS DECIMAL(12,2)) AS average_retail,  -- money stays DECIMAL (to the cent)
     sum(sp.trade_in) AS total_trade_in,
     sum(sp.loan_value) AS total_loan_value
 FROM months AS m

@@ -71,6 +71,8 @@ class _Run:
                 return False
             at = store.publish(self.db)
             self.last_publish = time.monotonic()
+            if at is None:
+                return False  # held open for writing elsewhere: publish said so, the next one tries again
             self.progress.published(at)
             return True
         finally:
