@@ -127,4 +127,8 @@ def test_the_installed_wheel_refreshes_a_fleet_from_any_folder(installed, server
         run = con.execute("SELECT status FROM runs WHERE run_id = $r", {"r": summary["run_id"]}).fetchall()
         (vehicles,) = con.execute("SELECT count(*) FROM vehicles WHERE run_id = $r", {"r": summary["run_id"]}).fetchone()
         (specs,) = con.execute("SELECT count(*) FROM specs WHERE run_id = $r", {"r": summary["run_id"]}).fetchone()
+        # The data dictionary ships in the wheel (sql/dictionary/*.toml): every column is described.
+        (undescribed,) = con.execute("SELECT count(*) FILTER (WHERE comment IS NULL) FROM duckdb_columns() "
+                                     "WHERE database_name = current_database() AND schema_name = 'main'").fetchone()
     assert run == [("completed",)] and vehicles >= 3 and specs == vehicles == summary["ingest"]["valid"]
+    assert undescribed == 0

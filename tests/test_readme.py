@@ -56,12 +56,25 @@ def test_the_quick_start_one_liner_counts_the_vehicles(demo):
 
 
 def test_the_analysts_python_block_queries_the_file_it_opened(demo):
-    blocks = [b for b in _blocks("python") if "duckdb.connect" in b]
+    blocks = [b for b in _blocks("python") if "duckdb.connect" in b and "ATTACH" not in b]
     assert blocks
     for code in blocks:
         assert "read_only=True" in code
         out = _python(code, demo)
         assert "vehicles" in out and re.search(r"│\s+2\s+│", out), out  # printed, from the file's tables
+
+
+def test_the_own_tables_block_keeps_the_analysts_table_in_their_own_file(demo):
+    (code,) = [b for b in _blocks("python") if "ATTACH" in b]
+    assert "(READ_ONLY)" in code  # ours attached read-only; the read-write file is theirs
+    out = _python(code, demo)
+    assert "vehicles" in out, out
+    data = demo / "data"
+    with duckdb.connect(str(data / "my_analysis.duckdb"), read_only=True) as con:
+        assert con.sql("SELECT table_name FROM duckdb_tables()").fetchall() == [("my_watch_list",)]
+    said: list[str] = []
+    assert publish(data / "fleet.duckdb", say=said.append) is not None
+    assert said == [] and not list(data.glob("*.changed-*"))  # ours was not written to: replaced quietly
 
 
 def test_the_example_queries_run_read_only(demo):

@@ -9,8 +9,9 @@ WITH overview AS (
     SELECT
         count(*) AS vehicles,
         count(retail) AS valued_vehicles,
-        sum(retail) AS total_retail,
-        sum(trade_in) AS total_trade_in,
+        -- DOUBLE for the report's charts and cards (JSON numbers); the database keeps money DECIMAL.
+        CAST(sum(retail) AS DOUBLE) AS total_retail,
+        CAST(sum(trade_in) AS DOUBLE) AS total_trade_in,
         max(valued_on) AS latest_valued_on,
         CAST(coalesce(sum(open_recall_count), 0) AS BIGINT) AS open_recalls,
         count(*) FILTER (WHERE open_recall_count > 0) AS vehicles_with_open_recalls,

@@ -23,6 +23,14 @@ CREATE OR REPLACE TEMP MACRO shred_number(j) AS
         WHEN starts_with(j, '{') OR starts_with(j, '[') THEN NULL
         ELSE TRY_CAST(CAST(j AS VARCHAR) AS DOUBLE) END;
 
+-- Money: a number in dollars to the cent, DECIMAL(12,2) as market_values holds it; beyond it is NULL.
+CREATE OR REPLACE TEMP MACRO shred_money(j) AS TRY_CAST(shred_number(j) AS DECIMAL(12,2));
+
+-- A day: text YYYY-MM-DD, or an ISO 8601 timestamp's day as written; anything else is NULL (iso_day in views).
+CREATE OR REPLACE TEMP MACRO shred_day(j) AS
+    CASE WHEN regexp_matches(trim(shred_text(j)), '^\d{4}-\d{2}-\d{2}(T.*)?$')
+         THEN CAST(try_strptime(left(trim(shred_text(j)), 10), '%Y-%m-%d') AS DATE) END;
+
 -- Integer: a number that is whole ("Unlimited", "", 2.5 are NULL). Digits alone (no fraction, exponent or
 -- hex) are cast as they are; the rest goes through `shred_number`.
 CREATE OR REPLACE TEMP MACRO shred_digits(t) AS

@@ -7,7 +7,7 @@ FROM (
     SELECT vin, fetched_at, valued_on, state, mileage, mileage_unit, condition, position,
         CAST(try_strptime(regexp_extract(coalesce(shred_text(item->'date'), ''), '^\s*(\d{4}-\d{2})', 1) || '-01',
                           '%Y-%m-%d') AS DATE) AS month,
-        shred_number(item->'value') AS trade_in
+        shred_money(item->'value') AS trade_in
     FROM (
         SELECT vin, fetched_at, CAST(timezone('UTC', fetched_at) AS DATE) AS valued_on,
             request->>'state' AS state, TRY_CAST(request->>'mileage' AS BIGINT) AS mileage,

@@ -6,9 +6,9 @@ SELECT
     coalesce(s.year, mv.model_year) AS model_year,
     count(*) AS vehicles,
     sum(mv.retail) AS total_retail,
-    avg(mv.retail) AS average_retail,
+    CAST(avg(mv.retail) AS DECIMAL(12,2)) AS average_retail,  -- money stays DECIMAL (to the cent)
     sum(mv.trade_in) AS total_trade_in,
-    avg(mv.trade_in) AS average_trade_in,
+    CAST(avg(mv.trade_in) AS DECIMAL(12,2)) AS average_trade_in,
     sum(mv.loan_value) AS total_loan_value,
     max(mv.valued_on) AS latest_valued_on
 FROM vehicles AS v

@@ -8,7 +8,7 @@ SELECT
     mv.retail - lag(mv.retail) OVER w AS retail_change,
     round(100.0 * (mv.retail - lag(mv.retail) OVER w) / nullif(lag(mv.retail) OVER w, 0), 2) AS retail_change_pct,
     mv.trade_in - lag(mv.trade_in) OVER w AS trade_in_change,
-    iso_day(mv.publish_date) AS published_on
+    mv.publish_date AS published_on
 FROM market_values AS mv
 LEFT JOIN vehicles AS v USING (vin)
 WINDOW w AS (PARTITION BY mv.vin, mv.condition ORDER BY mv.valued_on, mv.fetched_at);

@@ -55,7 +55,7 @@ SELECT
     count(*) FILTER (WHERE c.valued) AS valued_in_month,
     count(*) FILTER (WHERE c.from_history) AS trade_in_history_vehicles,
     sum(c.retail) AS total_retail,
-    avg(c.retail) AS average_retail,
+    CAST(avg(c.retail) AS DECIMAL(12,2)) AS average_retail,  -- money stays DECIMAL (to the cent)
     sum(c.trade_in) AS total_trade_in,
     sum(c.loan_value) AS total_loan_value
 FROM counted AS c

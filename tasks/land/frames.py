@@ -21,15 +21,17 @@ from connectors.models.market_value import TradeInValue
 COLOR = pl.Struct({"category": pl.String, "name": pl.String})
 EQUIPMENT = pl.Struct({"name": pl.String, "value": pl.String})
 WARRANTY = pl.Struct({"type": pl.String, "miles": pl.Int32, "months": pl.Int32})
-GROUP = pl.Struct({k: pl.String if k in ("kind", "tier") else pl.Float64
+# Money: dollars to the cent, as market_values holds it (sql/migrations/0008_analyst_types.sql).
+MONEY = pl.Decimal(12, 2)
+GROUP = pl.Struct({k: pl.String if k in ("kind", "tier") else MONEY
                    for k in ("kind", "tier", "base", "mileage", "add_deduct", "regional", "adjusted")})
-AUCTION = pl.Struct({"low_auction_value": pl.Float64, "average_auction_value": pl.Float64,
-                     "high_auction_value": pl.Float64, "date_range": pl.String})
+AUCTION = pl.Struct({"low_auction_value": MONEY, "average_auction_value": MONEY,
+                     "high_auction_value": MONEY, "date_range": pl.String})
 MILEAGE_BAND = pl.Struct({"model_year": pl.String, "range_begin": pl.Int32, "range_end": pl.Int32,
-                          "xclean": pl.Float64, "clean": pl.Float64, "avg": pl.Float64, "rough": pl.Float64,
-                          "finadv": pl.Float64, "mileage_cat": pl.String})
-ADD_DEDUCT = pl.Struct({"uoc": pl.String, "name": pl.String, "xclean": pl.Float64, "clean": pl.Float64,
-                        "avg": pl.Float64, "rough": pl.Float64, "auto": pl.String})
+                          "xclean": MONEY, "clean": MONEY, "avg": MONEY, "rough": MONEY,
+                          "finadv": MONEY, "mileage_cat": pl.String})
+ADD_DEDUCT = pl.Struct({"uoc": pl.String, "name": pl.String, "xclean": MONEY, "clean": MONEY,
+                        "avg": MONEY, "rough": MONEY, "auto": pl.String})
 TS = pl.Datetime("us", "UTC")
 Schema = dict[str, pl.DataType | type[pl.DataType]]  # dtype classes (pl.String) and instances (TS) alike
 _GROUP_FIELDS = set(GROUP.to_schema())
@@ -78,11 +80,36 @@ MARKET_SCHEMA: Schema = {
     "vin": pl.String, "valued_on": pl.Date, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String,
     "condition": pl.String,
     "model_year": pl.Int32, "make": pl.String, "model": pl.String, "series": pl.String, "style": pl.String,
-    "uvc": pl.String, "publish_date": pl.String, "retail": pl.Float64, "trade_in": pl.Float64,
-    "rough_trade_in": pl.Float64, "average_trade_in": pl.Float64, "loan_value": pl.Float64, "msrp": pl.Float64,
-    "retail_equipped": pl.Float64, "valuation_groups": pl.List(GROUP), "auction_values": AUCTION,
+    "uvc": pl.String, "publish_date": pl.Date, "retail": MONEY, "trade_in": MONEY,
+    "rough_trade_in": MONEY, "average_trade_in": MONEY, "loan_value": MONEY, "msrp": MONEY,
+    "retail_equipped": MONEY, "valuation_groups": pl.List(GROUP), "auction_values": AUCTION,
     "mileage_list": pl.List(MILEAGE_BAND), "add_deduct_list": pl.List(ADD_DEDUCT), "fetched_at": TS,
 }
+
+
+def _as_parsed(dtype: Any) -> Any:
+    """`dtype` with money as the models give it (float) and days as text: what rows are built with."""
+    if dtype == MONEY:
+        return pl.Float64
+    if isinstance(dtype, pl.List):
+        return pl.List(_as_parsed(dtype.inner))
+    if isinstance(dtype, pl.Struct):
+        return pl.Struct({f.name: _as_parsed(f.dtype) for f in dtype.fields})
+    return dtype
+
+
+_ISO_DAY = r"^\d{4}-\d{2}-\d{2}(T.*)?$"
+
+
+def _typed_market(frame: pl.DataFrame) -> pl.DataFrame:
+    """Money to the cent (beyond DECIMAL(12,2) is NULL), publish_date as the day it names (else NULL): the
+    SQL shred's shred_money and shred_day."""
+    day = pl.col("publish_date").str.strip_chars()
+    return frame.with_columns(
+        pl.when(day.str.contains(_ISO_DAY)).then(day.str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False))
+        .alias("publish_date"),
+        *[pl.col(c).cast(t, strict=False) for c, t in MARKET_SCHEMA.items() if _as_parsed(t) != t and c != "publish_date"],
+    )
 
 
 def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str, Any]]) -> pl.DataFrame:
@@ -107,11 +134,12 @@ def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str
             "add_deduct_list": [d.model_dump(include=_ADD_DEDUCT_FIELDS) for d in r.add_deduct_list],
             "fetched_at": at,
         })
-    return _frame(rows, MARKET_SCHEMA)
+    parsed = {c: pl.String if c == "publish_date" else _as_parsed(t) for c, t in MARKET_SCHEMA.items()}
+    return _typed_market(_frame(rows, parsed))
 
 
 TRADE_IN_HISTORY_SCHEMA: Schema = {
-    "vin": pl.String, "month": pl.Date, "trade_in": pl.Float64, "valued_on": pl.Date, "state": pl.String,
+    "vin": pl.String, "month": pl.Date, "trade_in": MONEY, "valued_on": pl.Date, "state": pl.String,
     "mileage": pl.Int64, "mileage_unit": pl.String, "condition": pl.String, "fetched_at": TS,
 }
 _MONTH = re.compile(r"^\s*(\d{4})-(\d{2})")
@@ -145,7 +173,9 @@ def trade_in_history_frame(fetched: Sequence[Fetched], requests: dict[str, dict[
                   "mileage": int(mileage) if mileage is not None else None,
                   "mileage_unit": asked.get("mileage_unit") or ("mi" if mileage is not None else None),
                   "condition": asked.get("condition"), "fetched_at": at} for month, value in months.items()]
-    return _frame(rows, TRADE_IN_HISTORY_SCHEMA)
+    frame = _frame(rows, {**TRADE_IN_HISTORY_SCHEMA, "trade_in": pl.Float64})
+    # Money to the cent, as shred_money: beyond DECIMAL(12,2) is no figure, so no row.
+    return frame.with_columns(pl.col("trade_in").cast(MONEY, strict=False)).filter(pl.col("trade_in").is_not_null())
 
 
 HISTORY_SCHEMA: Schema = {

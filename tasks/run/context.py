@@ -77,6 +77,8 @@ class RunContext:
                 return False
             at = published.publish(self.store, self.db)
             self.last_publish = time.monotonic()
+            if at is None:
+                return False  # held open for writing elsewhere: publish said so, the next one tries again
             self.progress.published(at)
             return True
         finally:

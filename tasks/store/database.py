@@ -27,6 +27,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from tasks.store import dictionary
 from tasks.store import lake
 from tasks.control.failpoints import failpoint
 from tasks.store.files import seed_working, working_path
@@ -245,6 +246,7 @@ class Database:
                     self._run("ROLLBACK")
                     raise DatabaseError(f"migration {migration.path.name} failed: {exc}") from exc
                 applied.append(migration.version)
+            dictionary.apply(self.connection)  # every table and column described (sql/dictionary/)
             return applied
 
     def create_views(self, directory: Path) -> None:
@@ -252,6 +254,7 @@ class Database:
             for path in sorted(directory.glob("*.sql")):
                 for statement in _statements(path.read_text(encoding="utf-8")):
                     self._run(statement)
+            dictionary.apply(self.connection)  # a re-created view has lost its comments
 
     def schema_version(self) -> int:
         rows = self._rows("SELECT max(version) FROM schema_migrations")

@@ -6,11 +6,20 @@ beside it and publish: CHECKPOINT the working store, copy it to a temporary file
 folder, fsync, and rename the copy onto `--db` (`os.replace`, atomic). A reader keeps the snapshot
 it opened until it reconnects (on Linux the replaced file lives on while anyone holds it open).
 
+The published file is a snapshot we replace, so nobody may keep anything in it: it is published read-only
+(mode 0444: a read-write open by anyone but root fails, "Permission denied"), and a publish that finds it
+changed since we published it (its size, mtime or inode differ from `<db>.published.json`, or a write-ahead
+log lies beside it: someone wrote to it, root or a chmod) moves it aside to `<name>.changed-<UTC time>.duckdb`
+and says so, instead of replacing it; one held open for writing right now is not replaced at all (the
+publish is skipped with a message; the next one tries again). Analysts keep their own tables in their own
+file and `ATTACH '<db>' AS fleet (READ_ONLY)` (README, "Your own tables").
+
 All read-only access goes through here: `open_published` (status, report) and `read_only_view` (the dry
 run's plan, which needs our schema over an older or absent file).
 
 The files beside `--db`:
   <db>                  the published snapshot
+  <db>.published.json   what the snapshot looked like when published (size, mtime, inode)
   <db>.working          the runs' store (and DuckDB's <db>.working.wal); only the lock holder opens it
   <db>.publishing       a snapshot being copied, renamed onto <db> once complete
   <db>.lock             the run lock (tasks/run/lock.py)
@@ -20,11 +29,18 @@ The files beside `--db`:
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: there, a file held open cannot be replaced anyway
+    fcntl = None  # type: ignore[assignment]
 
 import duckdb
 import polars as pl
@@ -33,20 +49,83 @@ from tasks.store.database import QUERY_NAME, SQL_DIR, Database, DatabaseError, _
 from tasks.store.files import _fsync, _wal, publishing_path
 
 
-def publish(store: Database, db: str | Path) -> datetime:
-    """Publish the working store `store` into `db` as one consistent snapshot; returns when.
+def published_record_path(db: str | Path) -> Path:
+    return Path(str(db) + ".published.json")
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _fingerprint(path: Path) -> dict[str, int]:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+
+
+def changed_since_published(db: str | Path) -> bool:
+    """Whether someone wrote to the published file since we published it (unknown, for a file published
+    before this was recorded: False)."""
+    target, record = Path(db), published_record_path(db)
+    if not target.is_file() or not record.is_file():
+        return False
+    try:
+        held = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    wal = _wal(target)
+    return held != _fingerprint(target) or (wal.is_file() and wal.stat().st_size > 0)
+
+
+def open_for_writing(db: str | Path) -> bool:
+    """Whether another process holds the file open read-write (DuckDB locks it exclusively then; readers share)."""
+    if fcntl is None or not Path(db).is_file():
+        return False
+    fd = os.open(db, os.O_RDONLY)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # releases the probe's lock
+    return False
+
+
+def _move_aside(target: Path, say: Callable[[str], None]) -> Path:
+    """Keep a published file someone wrote to, with its log, beside it under a name that says when."""
+    aside = target.with_name(f"{target.stem}.changed-{datetime.now(timezone.utc):%Y%m%dT%H%M%S%fZ}{target.suffix}")
+    os.replace(target, aside)
+    if _wal(target).exists():
+        os.replace(_wal(target), _wal(aside))
+    aside.chmod(0o644)
+    say(f"{target} was written to after it was published (a table created there, say); a publish replaces it, "
+        f"so it is kept as {aside} and a fresh snapshot is published in its place. The published file is a "
+        f"read-only snapshot: keep your own tables in your own database and ATTACH '{target}' AS fleet (READ_ONLY).")
+    return aside
+
+
+def publish(store: Database, db: str | Path, say: Callable[[str], None] = _stderr) -> datetime | None:
+    """Publish the working store `store` into `db` as one consistent snapshot; returns when (None: not published).
 
     The copy is made under the store's lock, so no landing commits half-way through it; a file
-    someone holds open is never written, only replaced.
+    someone holds open is never written, only replaced. A published file someone wrote to is moved aside
+    first, and one held open for writing is not replaced (the module docstring); `say` tells why.
     """
     target, temporary = Path(db), publishing_path(db)
+    if open_for_writing(target):
+        say(f"{target} is open for writing in another program: not replaced, so nothing written there is lost. "
+            "Close it (and open it read-only: it is a snapshot we replace); the next publish goes ahead.")
+        return None
     with store._lock:  # the Database's own lock: landings wait while the file is copied
         store.connection.execute("CHECKPOINT")
         wal = _wal(store.path)
         if wal.exists() and wal.stat().st_size:
             raise DatabaseError(f"{store.path}: the checkpoint left a write-ahead log behind; not published")
+        temporary.unlink(missing_ok=True)  # a cut publish's copy is read-only: never written into
         shutil.copyfile(store.path, temporary)
     _fsync(temporary)
+    temporary.chmod(0o444)  # a snapshot: opened read-only (a read-write open fails for all but root)
+    if changed_since_published(target):
+        _move_aside(target, say)
     # A log left by a version that wrote --db itself would be replayed into the new file by readers.
     _wal(target).unlink(missing_ok=True)
     os.replace(temporary, target)
@@ -55,10 +134,14 @@ def publish(store: Database, db: str | Path) -> datetime:
         os.fsync(directory)  # the rename itself survives a power cut
     finally:
         os.close(directory)
+    record = published_record_path(target)
+    partial = record.with_name(record.name + ".tmp")
+    partial.write_text(json.dumps(_fingerprint(target)), encoding="utf-8")
+    os.replace(partial, record)
     return datetime.now(timezone.utc)
 
 
-def publish_file(db: str | Path) -> datetime:
+def publish_file(db: str | Path) -> datetime | None:
     """Publish `db`'s working store outside any run (a database prepared by a tool or a test)."""
     with open_database(db) as store:
         return publish(store, db)

@@ -4,6 +4,7 @@ How it is kept up to date run after run (only what changed is written): tests/ta
 """
 
 from datetime import date, datetime, timezone
+from decimal import Decimal
 
 import duckdb
 import pandas as pd
@@ -37,7 +38,7 @@ def test_export_is_readable_everywhere(db, tmp_path):
     written = db.export_parquet(lake)
     assert set(written) == set(EXPORT_TABLES) | set(db.exported_views())
     assert "vehicle_overview" in written and "ownership_records" not in written
-    assert sorted(p.name for p in (lake / "market_values").iterdir()) == ["valued_month=2026-01", "valued_month=2026-02"]
+    assert sorted(p.name for p in (lake / "market_values").iterdir()) == ["valued_month=2026-01-01", "valued_month=2026-02-01"]
 
     for table in written:
         folder = lake / table
@@ -50,8 +51,15 @@ def test_export_is_readable_everywhere(db, tmp_path):
         assert len(pd.read_parquet(folder)) == expected, table
 
     values = pl.read_parquet(lake / "market_values", hive_partitioning=True).sort("valued_on")
-    assert values["retail"].to_list() == [9000.0, 8500.0]
-    assert values["valuation_groups"].to_list()[0][0]["adjusted"] == 1.0
+    # Money to the cent and months as dates, in the lake as in DuckDB (issue 21).
+    assert values["retail"].to_list() == [Decimal("9000.00"), Decimal("8500.00")]
+    assert values["valuation_groups"].to_list()[0][0]["adjusted"] == Decimal("1.00")
+    assert values["valued_month"].to_list() == [date(2026, 1, 1), date(2026, 2, 1)]
+    with duckdb.connect() as con:
+        types = con.execute("SELECT DISTINCT typeof(valued_month), typeof(retail), typeof(publish_date) "
+                            "FROM read_parquet($glob, hive_partitioning = true)",
+                            {"glob": str(lake / "market_values" / "**" / "*.parquet")}).fetchall()
+    assert types == [("DATE", "DECIMAL(12,2)", "DATE")]
     assert pd.read_parquet(lake / "specs")["colors"][0][0]["name"] == "Blue"
     vehicles = pd.read_parquet(lake / "vehicles")
     assert str(vehicles["fetched_at"].dt.tz) == "UTC"
@@ -66,5 +74,5 @@ def test_export_replaces_previous_export(db, tmp_path):
     db.connection.complete()
     db.land("market_values", pl.DataFrame({"vin": ["X" * 17], "valued_on": [date(2026, 1, 1)], "fetched_at": [T1]}), "r")
     db.export_parquet(lake, ["market_values"])
-    assert [p.name for p in (lake / "market_values").iterdir()] == ["valued_month=2026-01"]
+    assert [p.name for p in (lake / "market_values").iterdir()] == ["valued_month=2026-01-01"]
     assert not list(lake.glob(".*"))

@@ -214,15 +214,16 @@ def test_market_value_dates_typed(db):
         return {"low_auction_value": 1.0, "average_auction_value": 2.0, "high_auction_value": 3.0, "date_range": span}
 
     db.land("market_values", pl.DataFrame([
-        {"vin": VA, "valued_on": date(2026, 2, 5), "publish_date": "2026-02-01",
+        {"vin": VA, "valued_on": date(2026, 2, 5), "publish_date": date(2026, 2, 1),
          "auction_values": auction("2025-11-07 to 2026-02-05"), "fetched_at": T1},
-        {"vin": VB, "valued_on": date(2026, 2, 5), "publish_date": "soon",
+        # A publish_date that is no date is NULL from the staging on (tests/tasks/test_staging.py).
+        {"vin": VB, "valued_on": date(2026, 2, 5), "publish_date": None,
          "auction_values": auction("last quarter"), "fetched_at": T1},
     ]), "r1")
     rows = db.sql("SELECT vin, publish_date, published_on, auction_from, auction_to FROM latest_market_values "
                   "ORDER BY vin").rows()
-    assert rows == [(VA, "2026-02-01", date(2026, 2, 1), date(2025, 11, 7), date(2026, 2, 5)),
-                    (VB, "soon", None, None, None)]
+    assert rows == [(VA, date(2026, 2, 1), date(2026, 2, 1), date(2025, 11, 7), date(2026, 2, 5)),
+                    (VB, None, None, None, None)]
     trend = db.sql("SELECT published_on FROM vehicle_value_trend WHERE vin = $v", {"v": VA}).item()
     assert trend == date(2026, 2, 1)
 

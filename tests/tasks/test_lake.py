@@ -109,8 +109,8 @@ def test_views_are_exported_and_the_lake_reads_as_the_database(db, tmp_path):
     assert overview.height == len(VINS) and overview["park_now"].all()
     # Partitioned by VIN bucket, by month and by run: each VIN's rows live in one file per table.
     assert {p.name for p in (lake / "specs").iterdir()} == {f"vin_bucket={b}" for b in {bucket(db, v) for v in VINS}}
-    assert [p.name for p in (lake / "api_calls").iterdir()] == ["called_month=2026-01"]
-    assert [p.name for p in (lake / "api_calls" / "called_month=2026-01").iterdir()] == ["run_id=r1"]
+    assert [p.name for p in (lake / "api_calls").iterdir()] == ["called_month=2026-01-01"]
+    assert [p.name for p in (lake / "api_calls" / "called_month=2026-01-01").iterdir()] == ["run_id=r1"]
 
 
 def test_a_second_run_rewrites_only_the_files_of_what_changed(db, tmp_path):
@@ -152,9 +152,9 @@ def test_a_second_run_rewrites_only_the_files_of_what_changed(db, tmp_path):
     for path in rewritten:
         by_table.setdefault(Path(path).parts[0], set()).add(path)
     assert by_table["specs"] == {f"specs/vin_bucket={b}/part-0.parquet" for b in touched}
-    assert by_table["market_values"] == {f"market_values/valued_month=2026-02/vin_bucket={b}/part-0.parquet"
+    assert by_table["market_values"] == {f"market_values/valued_month=2026-02-01/vin_bucket={b}/part-0.parquet"
                                          for b in touched}
-    assert by_table["api_calls"] == {"api_calls/called_month=2026-02/run_id=r2/part-0.parquet"}
+    assert by_table["api_calls"] == {"api_calls/called_month=2026-02-01/run_id=r2/part-0.parquet"}
     assert by_table["raw_responses"] == {"raw_responses/run_id=r1/part-0.parquet", "raw_responses/run_id=r2/part-0.parquet"}
     assert by_table["runs"] == {"runs/part-0.parquet"}
     assert by_table["recall_checks"] == {"recall_checks/run_id=r2/part-0.parquet"}  # r1's checks untouched
@@ -189,7 +189,7 @@ def test_rows_deleted_in_the_database_leave_the_lake(db, tmp_path):
     db.connection.complete()
     export = db.export_lake(lake)
     assert export.removed and all(not p.exists() for p in export.removed)
-    assert not (lake / "market_values" / "valued_month=2026-01").exists()
+    assert not (lake / "market_values" / "valued_month=2026-01-01").exists()
     assert_lake_equals_database(db, lake)
     assert pl.read_parquet(lake / "history_reports" / "**" / "*.parquet").filter(pl.col("vin") == gone).height == 0
 

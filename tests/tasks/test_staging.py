@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
+from decimal import Decimal
 
 import polars as pl
 import pytest
@@ -70,6 +71,18 @@ def test_a_valuation_keeps_its_request_and_groups(db):
     assert str(row["valued_on"]) == "2026-11-01"
     assert row["valuation_groups"] == [{"kind": "retail", "tier": "clean", "base": 25000.0, "mileage": -600.0,
                                         "add_deduct": 0.0, "regional": 150.0, "adjusted": 24550.0}]
+
+
+def test_a_valuation_lands_money_to_the_cent_and_its_publish_date_as_a_day(db):
+    answers = [m.MarketValue.from_payload(body) for body in (
+        {"retail": 25400.456, "trade_in": "$19,999.99", "publish_date": "2026-11-01T00:00:00.000Z"},
+        {"retail": 1e15, "publish_date": "soon"},  # beyond DECIMAL(12,2), and no date: NULL, never a failed landing
+    )]
+    frame = staging.market_values_frame([(VIN, answers[0], AT), ("WBA3A5C56G0915102", answers[1], AT)], {})
+    assert frame.schema["retail"] == pl.Decimal(12, 2) and frame.schema["publish_date"] == pl.Date
+    db.land("market_values", frame, "r1")
+    rows = db.sql("SELECT retail, trade_in, publish_date FROM market_values ORDER BY vin").rows()
+    assert rows == [(Decimal("25400.46"), Decimal("19999.99"), date(2026, 11, 1)), (None, None, None)]
 
 
 def test_empty_answers_stage_empty_frames_of_the_right_shape():
