@@ -110,7 +110,7 @@ def test_the_installed_wheel_refreshes_a_fleet_from_any_folder(installed, server
     env |= server  # the installed refresh reports to a Prefect server, as a deployed one would
 
     # The code that runs is the wheel's, and nothing named `tasks` was installed beside it.
-    probe = "import fleet_data.launcher as l; l.use_home(); import tasks.storage as s; print(s.SQL_DIR)"
+    probe = "import fleet_data.launcher as l; l.use_home(); import tasks.store.database as s; print(s.SQL_DIR)"
     where = _run([str(installed / "python"), "-c", probe], cwd=elsewhere, env=env).stdout.strip()
     assert Path(where).is_relative_to(installed.parent) and (Path(where) / "migrations").is_dir()
     alone = subprocess.run([str(installed / "python"), "-c", "import tasks"], cwd=elsewhere, env=env, check=False,

@@ -240,7 +240,7 @@ def test_with_json_a_bug_is_json_too(fleet, tmp_path, capsys, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(tasks.ingest, "read_fleet", broken)
+    monkeypatch.setattr(tasks.ingest.fleet_files, "read_fleet", broken)
     assert main(["refresh", fleet, "--db", str(tmp_path / "fleet.duckdb"), "--json"]) == 1
     out, err = capsys.readouterr()
     error = json.loads(out)["error"]

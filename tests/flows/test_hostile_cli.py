@@ -94,7 +94,7 @@ def test_unexpected_failure_is_one_line_and_minus_v_shows_the_traceback(tmp_path
     def broken(*args, **kwargs):
         raise pl.exceptions.ComputeError("invalid utf8\n\nThis error occurred in the following expression:")
 
-    monkeypatch.setattr(tasks.ingest, "read_fleet", broken)
+    monkeypatch.setattr(tasks.ingest.fleet_files, "read_fleet", broken)
     argv = ["refresh", str(FLEETS / "crlf.csv"), "--db", str(tmp_path / "fleet.duckdb")]
     assert main(argv) == 1
     err = capsys.readouterr().err
@@ -112,7 +112,7 @@ def test_a_polars_panic_is_caught_at_the_boundary_too(tmp_path, capsys, monkeypa
     def panics(*args, **kwargs):
         raise pl.exceptions.PanicException("index out of bounds")
 
-    monkeypatch.setattr(tasks.ingest, "read_fleet", panics)
+    monkeypatch.setattr(tasks.ingest.fleet_files, "read_fleet", panics)
     assert main(["refresh", str(FLEETS / "crlf.csv"), "--db", str(tmp_path / "fleet.duckdb")]) == 1
     assert "unexpected PanicException: index out of bounds" in capsys.readouterr().err
 

@@ -409,7 +409,7 @@ def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_san
     monkeypatch.setenv("VDS_BASE_URL", slow_sandbox.url)
     monkeypatch.setenv("VDS_API_KEY", key)
     db = str(tmp_path / "fleet.duckdb")
-    real_land, real_failpoint = tasks.refresh.land_answers, tasks.storage.failpoint
+    real_land, real_failpoint = tasks.steps.refresh_tasks.land_answers, tasks.store.database.failpoint
     landing_market_values, refused, guard = threading.local(), [], threading.Lock()
 
     def land(store, run_id, dataset, answers):
@@ -424,15 +424,15 @@ def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_san
             refuse = name == "landing" and getattr(landing_market_values, "on", False) and not refused
             refused.extend([name] if refuse else [])
         if refuse:
-            raise tasks.storage.DatabaseError("could not set lock on file (injected)")
+            raise tasks.store.database.DatabaseError("could not set lock on file (injected)")
         real_failpoint(name)
 
-    monkeypatch.setattr(tasks.refresh, "land_answers", land)
-    monkeypatch.setattr(tasks.storage, "failpoint", failpoint)
+    monkeypatch.setattr(tasks.steps.refresh_tasks, "land_answers", land)
+    monkeypatch.setattr(tasks.store.database, "failpoint", failpoint)
     with pytest.raises(Exception, match="injected"):
         refresh_fleet([fleet], db=db, **RUN_OPTIONS)
-    monkeypatch.setattr(tasks.refresh, "land_answers", real_land)
-    monkeypatch.setattr(tasks.storage, "failpoint", real_failpoint)
+    monkeypatch.setattr(tasks.steps.refresh_tasks, "land_answers", real_land)
+    monkeypatch.setattr(tasks.store.database, "failpoint", real_failpoint)
 
     landed = {vin for (vin,) in read(db, "SELECT vin FROM fetch_status WHERE dataset = 'market_value'")}
     saved = {vin for vin, dataset in _journalled(db) if dataset == "market_value"}

@@ -377,20 +377,21 @@ def test_publishing_during_a_run_follows_FLEET_PUBLISH_SECONDS(tmp_path, monkeyp
     import polars as pl
 
     from tasks.run.progressfile import read_progress
-    from tasks.run.context import hold_run, publish_if_due
+    from tasks.run.context import hold_run
     from tasks.store.database import open_database
 
     db = str(tmp_path / "fleet.duckdb")
     calls = pl.DataFrame({"call_id": ["a", "b", "c"], "endpoint": ["/specs"] * 3, "units": [1, 1, 1]})
     monkeypatch.setenv("FLEET_PUBLISH_SECONDS", "3600")
-    with hold_run(db, "r1", "refresh"):
+    with hold_run(db, "r1", "refresh") as session:
+        run = session.context
         assert _published(db, "SELECT count(*) FROM api_calls") == [(0,)]  # a first run publishes at once
         with open_database(db) as store:
             store.land("api_calls", calls, "r1")
-        assert not publish_if_due(db)  # the last publish is recent
+        assert not run.publish_if_due()  # the last publish is recent
         assert _published(db, "SELECT count(*) FROM api_calls") == [(0,)]
-        monkeypatch.setenv("FLEET_PUBLISH_SECONDS", "0")
-        assert publish_if_due(db)
+        run.publish_seconds = 0  # read from FLEET_PUBLISH_SECONDS when the run starts
+        assert run.publish_if_due()
         assert _published(db, "SELECT count(*) FROM api_calls") == [(3,)]
         assert read_progress(db)["publishes"] == 2 and read_progress(db)["last_publish"]
         with open_database(db) as store:
@@ -429,15 +430,17 @@ def test_a_database_from_before_the_working_store_seeds_it(tmp_path):
 
 
 def test_only_the_lock_holder_clears_other_runs_staging(tmp_path):
-    from tasks.steps.refresh_tasks import remove_leftover_staging, staging_dir
-    from tasks.run.context import hold_run
+    from tasks.run.context import current, hold_run
+    from tasks.staging.area import StagingArea
 
     db = str(tmp_path / "fleet.duckdb")
-    other = staging_dir(db, "other-run")
+    other = StagingArea.beside(db, "other-run").run_dir
     other.mkdir(parents=True)
-    assert remove_leftover_staging(db, "mine") == [] and other.is_dir()  # maybe a live run's: left alone
-    with hold_run(db, "mine", "refresh"):
-        assert remove_leftover_staging(db, "mine") == [other] and not other.exists()
+    with pytest.raises(RuntimeError, match="holds no database"):  # the staging area is the run context's
+        current("mine")
+    assert other.is_dir()  # maybe a live run's: left alone
+    with hold_run(db, "mine", "refresh") as session:
+        assert session.context.staging.remove_leftovers() == [other] and not other.exists()
 
 
 def test_the_lock_is_reentrant_in_its_process_and_exclusive_across_processes(tmp_path):
@@ -446,7 +449,7 @@ def test_the_lock_is_reentrant_in_its_process_and_exclusive_across_processes(tmp
     db = str(tmp_path / "fleet.duckdb")
     assert runlock.acquire(db, "r1", "refresh") is True
     assert runlock.acquire(db, "r1", "refresh") is False  # the flow inside the command: a no-op hold
-    probe = ("import sys; from tasks import runlock\n"
+    probe = ("import sys; from tasks.run import lock as runlock\n"
              "try:\n    runlock.acquire(sys.argv[1], 'r2', 'backfill')\nexcept runlock.RunLocked as exc:\n    print(exc)")
     other = subprocess.run([sys.executable, "-c", probe, db], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                            capture_output=True, text=True, timeout=60)
