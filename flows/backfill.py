@@ -85,7 +85,9 @@ def _backfill_fleet(
     from tasks.control.stops import CANCELLED
     from tasks.outputs.summary import budget_left, final_status, record_chunk, start_summary
 
-    from .refresh import ORDER, new_run_id
+    from tasks.run.context import new_run_id
+
+    from .refresh import ORDER
 
     run_id = run_id or new_run_id()
     by_failures = vins is None and vins_file is None
@@ -129,7 +131,7 @@ def _reparse_raw_responses(
     from tasks.control.signals import cancelled
     from tasks.outputs.summary import add_counts
 
-    from .refresh import new_run_id
+    from tasks.run.context import new_run_id
 
     run_id = run_id or new_run_id()
     chosen = list(datasets or REPARSE_DATASETS)

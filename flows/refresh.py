@@ -8,9 +8,7 @@ model (`--recall-details model`), they come last: they group VINs by the specs' 
 from __future__ import annotations
 
 import os
-import uuid
 from collections import deque
-from datetime import datetime, timezone
 from typing import Any
 
 from prefect import flow
@@ -26,7 +24,7 @@ from tasks.datasets import LiveNames, names
 from tasks.plan.due import DEFAULT_DATASETS, Plan
 from tasks.control.retry_window import DEFAULT_SECONDS as DEFAULT_RETRY_WINDOW
 from tasks.control.stops import CANCELLED, for_run
-from tasks.run.context import current, holds_run_lock
+from tasks.run.context import current, holds_run_lock, new_run_id
 from tasks.control.signals import cancellable, cancelled
 from tasks.outputs.summary import (add_counts, budget_left, final_status, record_batch, record_chunk, record_plates, replan,
                            start_summary)
@@ -75,10 +73,6 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
         record_chunk(summary["datasets"][dataset], chunk_counts(staged))
         fill(dataset)  # the next chunk fetches while this one lands
         fetchers.land(dataset, staged)
-
-
-def new_run_id() -> str:
-    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
 @flow(name="fleet-refresh", flow_run_name=run_name, persist_result=False, log_prints=False)

@@ -23,7 +23,6 @@ import inspect
 import sys
 import threading
 import time
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, ParamSpec, TypeVar
@@ -34,14 +33,11 @@ from tasks.run.progressfile import ProgressFile, Tee, progress_path
 from tasks.staging.area import StagingArea
 from tasks.store import published
 from tasks.store.database import Database, open_database
+from tasks.store.files import new_run_id as new_run_id
 
 DEFAULT_PUBLISH_SECONDS = 120.0
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def new_run_id() -> str:
-    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
 def _stderr(line: str) -> None:

@@ -17,7 +17,6 @@ import hashlib
 import json
 import re
 import threading
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,7 +29,7 @@ import pyarrow as pa
 from tasks.store import dictionary
 from tasks.store import lake
 from tasks.control.failpoints import failpoint
-from tasks.store.files import seed_working, working_path
+from tasks.store.files import new_run_id, seed_working, working_path
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 CHANGES_DIR = SQL_DIR / "changes"
@@ -335,7 +334,7 @@ class Database:
 
         `prefect_flow_run_id`: the Prefect flow run executing it, when there is one (flows/naming.py).
         """
-        run_id = run_id or f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+        run_id = run_id or new_run_id()
         self.execute(
             "start_run",
             run_id=run_id,

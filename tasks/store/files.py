@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 
@@ -53,3 +55,8 @@ def seed_working(db: str | Path) -> bool:
     _fsync(seeding)
     os.replace(seeding, working)
     return True
+
+
+def new_run_id() -> str:
+    """A run's id: when it started (UTC, sortable) and six random hex digits."""
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
