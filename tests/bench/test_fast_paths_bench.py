@@ -1,4 +1,4 @@
-"""Benchmark: what needs no service and no flow answers without Prefect (issue 12's target: under 3 s each).
+"""Benchmark: what needs no service and no flow answers without Prefect (issues 12 and 19: under 3 s each).
 
 Each command runs as a user runs it, `python -m flows.cli ...` in its own process, three times; printed:
 the median wall time and the median CPU seconds of the process (user + system, from its rusage). The
@@ -80,6 +80,9 @@ def test_fast_paths(tmp_path):
             ["backfill", "--failures", "--db", str(db), "--lake", ""], "nothing to do"),
         "fleet backfill --reparse, nothing stored": (
             ["backfill", "--reparse", "--db", str(db), "--lake", ""], "nothing to do"),
+        # Issue 19: a real run (recorded, roster landed, lake and report written) with nothing due, no Prefect.
+        "fleet refresh, nothing due (sample fleet, lake and report)": (
+            ["refresh", str(SAMPLE), "--db", str(db), "--lake", str(tmp_path / "lake")], "completed"),
     }
     lines = [(f"\nfast paths ({platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
               f"{datetime.now(UTC):%Y-%m-%d}; median of 3 runs, each its own process):")]
