@@ -13,9 +13,10 @@ loses the calls in flight and the answers of that last interval, no more: with a
 than a call's latency, at most one more answer per call slot. An IPC stream reads back up to its
 last complete batch after a kill.
 
-The next run lands a journal left behind (`land_journals`), in the local staging folder or, with
-`--staging s3://...`, on object storage (tasks/staging/area.py), under its original run id and
-fetch times, in one transaction, then deletes the file. Landing is idempotent by key and the journal
+The next run lands a journal left behind (tasks/land/landing.py `land_journals`), in the local staging folder
+or, with `--staging s3://...`, on object storage (tasks/staging/area.py), under its original run id and
+fetch times, in one transaction, then deletes the file. This module is the format: it imports neither
+the fetch that writes it nor the landing that reads it. Landing is idempotent by key and the journal
 keeps the call ids that land in `api_calls`, so a journal whose chunk landed just before the kill
 lands again harmlessly.
 """
@@ -40,11 +41,8 @@ from connectors import ENDPOINTS, CallRecord
 from connectors.errors import MalformedResponseError
 from connectors.redact import REDACTED
 
-from tasks.staging import area as staging_store
 from tasks.fetch.enrich import DATASETS, ChunkResult
 from tasks.control.failpoints import failpoint
-from tasks.land.landing import land_answers
-from tasks.store.database import Database, DatabaseError
 
 FORMAT = "fleet-answers/1"
 SUFFIX = ".arrows"
@@ -332,56 +330,14 @@ def leftover_journals(staging_root: Path, *, besides: str | None = None) -> Iter
             yield path
 
 
+def worth_landing(answers: pa.Table) -> bool:
+    """Whether a journal's rows hold anything to land: a call paid for, or a failure (a chunk stopped before
+    its first call holds only pending VINs)."""
+    if not answers.num_rows:
+        return False
+    return bool(pc.any(pc.is_valid(answers.column("call_id"))).as_py()
+                or pc.any(pc.equal(answers.column("outcome"), "failed")).as_py())
+
+
 def has_journals(run_staging: Path) -> bool:
     return any(answers_dir(run_staging).glob(f"*{SUFFIX}"))
-
-
-def _run_of(location: str) -> str:
-    """The run a journal's location names: `<staging>/<run_id>/answers/<file>`."""
-    return location.rstrip("/").split("/")[-3]
-
-
-def _ours(db: Database, found: list[str], besides: str | None) -> list[str]:
-    """Of journals in a place several databases may share, those of this database's runs but `besides`.
-
-    A run this database did not record is another's to land.
-    """
-    runs = {_run_of(u) for u in found} - {besides}
-    ours = {run for run in runs if db.query("run_started_at", run_id=run).height}
-    return [u for u in found if _run_of(u) in ours]
-
-
-def land_journals(db: Database, staging_root: Path, *, besides: str | None = None,
-                  store: str | None = None) -> dict[str, int]:
-    """Land every journal an earlier run left (killed, or its landing failed), then delete it.
-
-    Searched: the local staging folder; with `store` (`--staging s3://...`), the object-storage
-    prefix and this machine's scratch folder, where a chunk bound for it journals until it is done
-    (a chunk killed mid-fetch in the flow's threads or `--workers` leaves its journal there). Each
-    file lands in one transaction under the run that paid for it, with the original fetch times; a
-    failure leaves the file for the next attempt. Returns counts for the log.
-    """
-    counts = {"journals": 0, "answers": 0, "calls": 0, "units": 0}
-    locations = [str(p) for p in leftover_journals(staging_root, besides=besides)]
-    if staging_store.is_remote(store):
-        assert store is not None
-        scratch = [str(p) for p in leftover_journals(staging_store.scratch_root(), besides=besides)]
-        locations += _ours(db, scratch, besides) + _ours(db, staging_store.find(store, f"*/answers/*{SUFFIX}"), besides)
-    for location in locations:
-        with staging_store.opened(location) as path:
-            journal = read_journal(path)
-        if journal.table.num_rows:  # then its header, which names the run, was read
-            run_id = journal.run_id
-            try:
-                land_answers(db, run_id, journal.dataset, journal.table)
-            except DatabaseError as exc:
-                raise DatabaseError(f"{location}: the answers run {run_id} paid for could not land, the file "
-                                    f"stays for the next run ({exc})") from exc
-            table = journal.table
-            outcomes = pc.value_counts(table.column("outcome")).to_pylist()
-            counts["answers"] += sum(c["counts"] for c in outcomes if c["values"] in ("found", "no_data", "failed"))
-            counts["calls"] += table.num_rows - table.column("call_id").null_count
-            counts["units"] += pc.sum(table.column("units")).as_py() or 0
-        staging_store.remove(location)
-        counts["journals"] += 1
-    return counts

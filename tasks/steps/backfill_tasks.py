@@ -30,8 +30,7 @@ from tasks.land import frames as staging
 from tasks.datasets import REGISTRY, Live
 from tasks.fetch.enrich import DATASETS as ENRICHMENT
 from tasks.fetch.enrich import ChunkResult, raw_answer
-from tasks.staging.journal import land_journals
-from tasks.land.landing import data_frames, fetch_status_frame
+from tasks.land.landing import data_frames, fetch_status_frame, land_journals
 from tasks.control.logtext import fields
 from tasks.plan.due import ALL_DATASETS, DatasetPlan, Plan
 from tasks.steps.refresh_tasks import TASK, staging_dir

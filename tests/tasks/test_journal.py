@@ -21,7 +21,8 @@ from connectors import CallRecord, RetryPolicy, Settings
 from connectors.sandbox import SandboxConfig, run_sandbox
 from tasks.steps.backfill_tasks import FETCHED_AS, MODELS
 from tasks.fetch.enrich import DATASETS, ChunkResult, fetch_chunk
-from tasks.staging.journal import AnswerJournal, land_journals, read_journal
+from tasks.staging.journal import AnswerJournal, read_journal
+from tasks.land.landing import land_journals
 from tasks.store.database import DatabaseError, open_database
 
 ROOT = Path(__file__).resolve().parents[2]
