@@ -1,18 +1,25 @@
--- Defence in depth: the client redacts, and the API key echoed in `input.key` is removed here again.
+-- Defence in depth: the client redacts, and the API key echoed in `input.key` is removed here again. A row
+-- that comes with its hash was redacted and hashed where it was shredded (sql/shred/_raw_responses.sql): the
+-- writer does not parse its body again.
 UPDATE incoming SET body = json_merge_patch(body, '{"input": {"key": null}}')
-WHERE json_exists(body, '$.input.key');
+WHERE response_hash IS NULL AND json_exists(body, '$.input.key');
 
 UPDATE incoming SET request_params = json_merge_patch(request_params, '{"key": null}')
-WHERE json_exists(request_params, '$.key');
+WHERE response_hash IS NULL AND json_exists(request_params, '$.key');
 
 UPDATE incoming SET response_hash = sha256(concat_ws('|', dataset, coalesce(vin, ''), coalesce(batch_id, ''),
                                                       CAST(body AS VARCHAR)))
 WHERE response_hash IS NULL;
 
 -- The same answer received again keeps one row, dated by its latest receipt (a re-parse then
--- treats it as the newest answer it is).
+-- treats it as the newest answer it is). Answers held already go through the MERGE, new ones through a
+-- plain INSERT (a MERGE costs several times an insert per new row).
 MERGE INTO raw_responses AS t
-USING (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY response_hash ORDER BY fetched_at DESC) = 1) AS s
+USING (SELECT * FROM incoming AS i WHERE EXISTS (SELECT 1 FROM raw_responses AS h WHERE h.response_hash = i.response_hash)
+       AND rowid IN (SELECT arg_max(rowid, fetched_at) FROM incoming GROUP BY response_hash)) AS s
 ON t.response_hash = s.response_hash
-WHEN MATCHED AND s.fetched_at > t.fetched_at THEN UPDATE SET fetched_at = s.fetched_at, run_id = s.run_id
-WHEN NOT MATCHED THEN INSERT BY NAME;
+WHEN MATCHED AND s.fetched_at > t.fetched_at THEN UPDATE SET fetched_at = s.fetched_at, run_id = s.run_id;
+
+INSERT INTO raw_responses BY NAME
+SELECT * FROM incoming AS i WHERE NOT EXISTS (SELECT 1 FROM raw_responses AS h WHERE h.response_hash = i.response_hash)
+AND rowid IN (SELECT arg_max(rowid, fetched_at) FROM incoming GROUP BY response_hash);

@@ -3,26 +3,32 @@
 The data tables' rows come from the staged answers (the journal's Arrow rows: the redacted bytes the
 service sent, per VIN) shredded in DuckDB SQL (tasks/land/shred.py, `sql/shred/<table>.sql`); the pydantic
 models are the library's contract, and `DATA_FRAMES` (their rows) is what the equivalence test holds
-the SQL to.
+the SQL to. The fetch task shreds its chunk itself and stages the typed tables beside its journal
+(tasks/staging/staged_chunk.py); the writer then only upserts them (`land_answers`). A journal staged without them
+(a killed run's, `land_journals`) is shredded here, by the same function.
 """
 
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Iterator
 
 import orjson
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tasks.land import frames as staging
-from tasks.datasets import REGISTRY, Live
-from tasks.datasets import DATASETS
+from tasks.staging import area as staging_store
+from tasks.staging import staged_chunk
 from tasks.staging.chunk import ChunkResult
-from tasks.land.shred import BOOKKEEPING, TABLES, shred, shred_tables
+from tasks.staging.journal import worth_landing
+from tasks.land.shred import FAILURE_DATASET, bookkeeping_params, shred, shred_tables, staged_tables
+from tasks.staging.staged_chunk import StagedTables
 from tasks.store.database import Database
+
+__all__ = ["FAILURE_DATASET", "worth_landing"]  # where callers have found them
 
 FETCH_STATUS_SCHEMA: staging.Schema = {"vin": pl.String, "dataset": pl.String, "outcome": pl.String, "fetched_at": staging.TS}
 OWNERSHIP_SCHEMA: staging.Schema = {"vin": pl.String, "owner_count": pl.Int32, "vehicle": pl.String, "owners": pl.String,
@@ -31,8 +37,7 @@ OWNERSHIP_SCHEMA: staging.Schema = {"vin": pl.String, "owner_count": pl.Int32, "
 # Which table a dataset's answers land in, and how the models stage them (the contract the SQL is held to).
 DATA_FRAMES = {
     "specs": lambda r: {"specs": staging.specs_frame(r.found)},
-    "market_value": lambda r: {"market_values": staging.market_values_frame(r.found, r.requests),
-                               "trade_in_history": staging.trade_in_history_frame(r.found, r.requests)},
+    "market_value": lambda r: {"market_values": staging.market_values_frame(r.found, r.requests)},
     "history": lambda r: {"history_reports": staging.history_frame(r.found)},
     "lien_theft": lambda r: {"lien_theft_events": staging.lien_theft_frame(r.found)},
     "ownership": lambda r: {"ownership_records": ownership_frame(r.found)},
@@ -43,10 +48,6 @@ DATA_FRAMES = {
         "recall_checks": staging.recall_checks_from_reports(r.found, r.no_data),
     },
 }
-# A fetch under another name than its dataset's (recall details complete a recall check that the batch
-# already recorded as fresh): its failures and raw answers are the dataset's, its freshness is not its own.
-FAILURE_DATASET: Mapping[str, str] = Live(lambda: {d.fetched_as: d.name for d in REGISTRY.values()
-                                                   if d.fetched_as != d.name})
 
 
 def ownership_frame(found: list[tuple[str, Any, datetime]]) -> pl.DataFrame:
@@ -92,10 +93,6 @@ def staged_answers(result: ChunkResult) -> pa.Table:
                                                                         STAGED_SCHEMA)], schema=STAGED_SCHEMA)
 
 
-def _raw_params(dataset: str) -> dict[str, str]:
-    return {"dataset": FAILURE_DATASET.get(dataset, dataset), "endpoint": DATASETS[dataset].endpoint}
-
-
 def data_frames(result: ChunkResult) -> dict[str, pl.DataFrame]:
     """The data tables' rows of a chunk: its staged answers shredded in SQL."""
     return {table: _polars(rows) for table, rows in shred(result.dataset, staged_answers(result)).items()}
@@ -119,27 +116,36 @@ def land_enrichment(db: Database, run_id: str, result: ChunkResult) -> dict[str,
         )
     frames["failures"] = staging.failures_frame(failures)
     frames["api_calls"] = staging.api_calls_frame(result.calls)
-    raw = shred_tables(staged_answers(result), ["raw_responses"], **_raw_params(result.dataset))
+    raw = shred_tables(staged_answers(result), ["raw_responses"], bookkeeping_params(result.dataset))
     frames["raw_responses"] = _polars(raw["raw_responses"])
     return db.land_chunk(frames, run_id)
 
 
-def worth_landing(answers: pa.Table) -> bool:
-    """Whether staged answers hold anything to land: a call paid for, or a failure (a chunk stopped before
-    its first call holds only pending VINs)."""
-    if not answers.num_rows:
-        return False
-    return bool(pc.any(pc.is_valid(answers.column("call_id"))).as_py()
-                or pc.any(pc.equal(answers.column("outcome"), "failed")).as_py())
+def land_answers(db: Database, run_id: str, dataset: str, answers: pa.Table | StagedTables) -> dict[str, int]:
+    """Land a chunk's answers set-based, all or nothing: its typed tables as staged by the fetch task, or a
+    journal's rows (tasks/staging/journal.py), shredded here first (`staged_tables`, what the fetch task runs).
 
-
-def land_answers(db: Database, run_id: str, dataset: str, answers: pa.Table) -> dict[str, int]:
-    """Land a chunk's staged answers (a journal's rows, tasks/staging/journal.py) set-based, all or nothing.
-
-    What `land_enrichment` lands from a chunk's result, built by SQL over the Arrow rows as they are
-    (`sql/shred/`): the data tables, then freshness, failures, calls and raw answers; no Python per answer.
+    What `land_enrichment` lands from a chunk's result: the data tables, then freshness, failures, calls and
+    raw answers; no Python per answer.
     """
-    tables = [*TABLES[dataset], *(t for t in BOOKKEEPING if t != "fetch_status" or dataset not in FAILURE_DATASET)]
-    frames: dict[str, pl.DataFrame | pa.Table] = {
-        table: _polars(rows) for table, rows in shred_tables(answers, tables, **_raw_params(dataset)).items()}
-    return db.land_chunk(frames, run_id)
+    staged = answers if isinstance(answers, StagedTables) else StagedTables(dataset, staged_tables(dataset, answers))
+    return db.land_chunk(dict(staged.tables), run_id)
+
+
+@contextmanager
+def staged_at(location: str) -> Iterator[StagedTables | None]:
+    """The typed tables the fetch staged beside the journal at `location` (a path or a URL), None if it staged
+    none; land them inside the block (a remote file is downloaded for it)."""
+    typed = staged_chunk.location(location)
+    if not staging_store.exists(typed):
+        yield None
+        return
+    with staging_store.opened(typed) as path:
+        yield staged_chunk.read(path)
+
+
+def remove_staged(location: str) -> None:
+    """The chunk at `location` has landed: its typed tables go, then its journal (the journal last: a kill
+    between the two leaves a journal, which lands again harmlessly)."""
+    staging_store.remove(staged_chunk.location(location))
+    staging_store.remove(location)

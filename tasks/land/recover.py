@@ -1,5 +1,6 @@
 """Answers an earlier run paid for and never landed (killed, or its landing failed): found in the staging
-area (and on object storage with `--staging`), landed under the run that paid for them, then deleted."""
+area (and on object storage with `--staging`), landed under the run that paid for them (the typed tables the
+fetch staged beside a journal, else the journal shredded here), then deleted."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from tasks.land.landing import land_answers
+from tasks.land.landing import land_answers, remove_staged, staged_at
 from tasks.staging import area as staging_store
-from tasks.staging.area import JOURNAL_SUFFIX as SUFFIX
-from tasks.staging.journal import leftover_journals, read_journal
+from tasks.staging.journal import SUFFIX, leftover_journals, read_journal
 from tasks.store.database import Database, DatabaseError
 
 
@@ -51,7 +51,8 @@ def land_journals(db: Database, staging_root: Path, *, besides: str | None = Non
         if journal.table.num_rows:  # then its header, which names the run, was read
             run_id = journal.run_id
             try:
-                land_answers(db, run_id, journal.dataset, journal.table)
+                with staged_at(location) as typed:  # staged by the fetch before the kill, else shredded here
+                    land_answers(db, run_id, journal.dataset, typed or journal.table)
             except DatabaseError as exc:
                 raise DatabaseError(f"{location}: the answers run {run_id} paid for could not land, the file "
                                     f"stays for the next run ({exc})") from exc
@@ -60,6 +61,6 @@ def land_journals(db: Database, staging_root: Path, *, besides: str | None = Non
             counts["answers"] += sum(c["counts"] for c in outcomes if c["values"] in ("found", "no_data", "failed"))
             counts["calls"] += table.num_rows - table.column("call_id").null_count
             counts["units"] += pc.sum(table.column("units")).as_py() or 0
-        staging_store.remove(location)
+        remove_staged(location)
         counts["journals"] += 1
     return counts

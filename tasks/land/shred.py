@@ -5,6 +5,11 @@ body as the redacted JSON bytes the service sent). The SQL reads them as Arrow a
 result models give (tests/tasks/test_shred_equivalence.py holds both to the same corpus), without a
 model or a dict per answer. It runs on a connection of its own (in memory, one per thread), so shredding
 never holds the store's writer lock; the store lands what it gives as it lands any frame.
+
+`staged_tables` is what a fetch task stages beside its journal (tasks/staging/staged_chunk.py): every table the
+chunk lands in, complete (raw answers hashed and redacted, JSON columns marked as JSON), so the single
+writer only upserts them. A journal staged without them (a killed run's) is shredded by the lander, the
+same function on the same rows.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any, Iterable, Mapping
 import duckdb
 import pyarrow as pa
 
-from tasks.datasets import REGISTRY, Live
+from tasks.datasets import REGISTRY, Live, by_fetch_name
 from tasks.datasets import table as table_declaration
 from tasks.store.database import SQL_DIR, _bind, _statements
 
@@ -28,6 +33,10 @@ TABLES: Mapping[str, tuple[str, ...]] = Live(lambda: {d.fetched_as: tuple(t.name
 # What a landing records besides the data, from the same staged rows (`sql/shred/_<table>.sql`): these
 # read the journal's call columns too, so they need a journal's whole rows.
 BOOKKEEPING = ("fetch_status", "failures", "api_calls", "raw_responses")
+# A fetch under another name than its dataset's (recall details complete a recall check that the batch
+# already recorded as fresh): its failures and raw answers are the dataset's, its freshness is not its own.
+FAILURE_DATASET: Mapping[str, str] = Live(lambda: {d.fetched_as: d.name for d in REGISTRY.values()
+                                                   if d.fetched_as != d.name})
 
 _local = threading.local()
 
@@ -67,23 +76,47 @@ def shred(dataset: str, answers: pa.Table) -> dict[str, pa.Table]:
     return shred_tables(answers, TABLES[dataset])
 
 
-def shred_tables(answers: pa.Table, tables: Iterable[str], **params: Any) -> dict[str, pa.Table]:
+def landing_tables(dataset: str) -> list[str]:
+    """Every table a chunk of `dataset` (by its fetch name) lands in, in landing order: data, then bookkeeping."""
+    return [*TABLES[dataset], *(t for t in BOOKKEEPING if t != "fetch_status" or dataset not in FAILURE_DATASET)]
+
+
+def bookkeeping_params(dataset: str) -> dict[str, str]:
+    """What the bookkeeping statements bind: the dataset failures and raw answers are recorded under, the endpoint."""
+    return {"dataset": FAILURE_DATASET.get(dataset, dataset), "endpoint": by_fetch_name()[dataset].endpoint}
+
+
+def staged_tables(dataset: str, answers: pa.Table) -> dict[str, pa.Table]:
+    """Every table a chunk's journal rows land in, typed as the store's tables are, ready to upsert as they are.
+
+    JSON columns come out as Arrow's JSON type (`arrow.json`), which DuckDB takes as JSON without parsing
+    the text again: the bodies were validated once, here.
+    """
+    return shred_tables(answers, landing_tables(dataset), bookkeeping_params(dataset), lossless=True)
+
+
+def shred_tables(answers: pa.Table, tables: Iterable[str], params: Mapping[str, Any] | None = None, *,
+                 lossless: bool = False) -> dict[str, pa.Table]:
     """The rows of `tables` from staged `answers`, one statement per table over the Arrow rows as they are.
 
-    `params`: what the bookkeeping statements bind (`dataset`, `endpoint`).
+    `params`: what the bookkeeping statements bind (`dataset`, `endpoint`). `lossless`: JSON columns as
+    `arrow.json` (DuckDB's type kept), else as plain strings (what polars reads).
     """
     con = _connection()
     con.register("answers", answers)
+    if lossless:
+        con.execute("SET arrow_lossless_conversion = true")
     try:
         for statement in _read("_answers.sql"):
             con.execute(statement)
         out = {}
         for table in tables:
             select = _select(table)
-            out[table] = con.sql(select, params=_bind(select, params) or None).to_arrow_table()
+            out[table] = con.sql(select, params=_bind(select, dict(params or {})) or None).to_arrow_table()
         return out
     finally:
         con.execute("DROP TABLE IF EXISTS staged_found")  # the bodies' copy goes with the landing
+        con.execute("RESET arrow_lossless_conversion")
         con.unregister("answers")
 
 

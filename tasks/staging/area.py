@@ -74,6 +74,11 @@ def opened(location: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def exists(location: str) -> bool:
+    """Whether a staged file is at `location`."""
+    return bool(_fs(location).exists(location)) if is_remote(location) else Path(location).is_file()
+
+
 def remove(location: str) -> None:
     """The staged file has landed."""
     if is_remote(location):

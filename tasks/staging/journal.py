@@ -13,9 +13,10 @@ loses the calls in flight and the answers of that last interval, no more: with a
 than a call's latency, at most one more answer per call slot. An IPC stream reads back up to its
 last complete batch after a kill.
 
-The next run lands a journal left behind (`land_journals`), in the local staging folder or, with
-`--staging s3://...`, on object storage (tasks/staging/area.py), under its original run id and
-fetch times, in one transaction, then deletes the file. Landing is idempotent by key and the journal
+The next run lands a journal left behind (tasks/land/recover.py `land_journals`), in the local staging folder
+or, with `--staging s3://...`, on object storage (tasks/staging/area.py), under its original run id and
+fetch times, in one transaction, then deletes the file. This module is the format: it imports neither
+the fetch that writes it nor the landing that reads it. Landing is idempotent by key and the journal
 keeps the call ids that land in `api_calls`, so a journal whose chunk landed just before the kill
 lands again harmlessly.
 """
@@ -34,6 +35,7 @@ from typing import Any, Iterator
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connectors import ENDPOINTS, CallRecord
 from connectors.errors import MalformedResponseError
@@ -328,6 +330,15 @@ def leftover_journals(staging_root: Path, *, besides: str | None = None) -> Iter
     for path in sorted(staging_root.glob(f"*/answers/*{SUFFIX}")):
         if path.parent.parent.name != besides:
             yield path
+
+
+def worth_landing(answers: pa.Table) -> bool:
+    """Whether a journal's rows hold anything to land: a call paid for, or a failure (a chunk stopped before
+    its first call holds only pending VINs)."""
+    if not answers.num_rows:
+        return False
+    return bool(pc.any(pc.is_valid(answers.column("call_id"))).as_py()
+                or pc.any(pc.equal(answers.column("outcome"), "failed")).as_py())
 
 
 def has_journals(run_staging: Path) -> bool:

@@ -9,14 +9,17 @@ connection, its staging area, its publishing), read the service settings from th
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from pathlib import Path
 from typing import Any, TypedDict
 
 import polars as pl
+import pyarrow as pa
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE, CachePolicy
+from prefect.exceptions import MissingContextError
 from prefect.runtime import flow_run
 
 from connectors import Settings
@@ -33,8 +36,8 @@ from tasks.control.calls import Calls
 from tasks.staging.chunk import ChunkResult
 from tasks.control.failpoints import failpoint
 from tasks.ingest.fleet_files import read_fleet
-from tasks.staging.journal import AnswerJournal, answers_dir, read_journal
-from tasks.land.landing import land_answers, worth_landing
+from tasks.staging.journal import AnswerJournal, answers_dir, read_journal, worth_landing
+from tasks.land.landing import land_answers, remove_staged, staged_at
 from tasks.fetch.lanes import fetch_turn
 from tasks.control.logtext import fields
 from tasks.plan.due import read_slice, read_vins
@@ -46,7 +49,11 @@ from tasks.recalls.batches import BatchOptions, run_recall_batches
 from tasks.recalls.details import DetailsOutcome, fetch_recall_details
 from tasks.recalls.pipeline import check_recalls_and_details
 from tasks.outputs.report import report_markdown
-from tasks.staging.area import is_remote, opened, publish, remove, scratch_root
+from tasks.land.shred import staged_tables
+from tasks.staging.staged_chunk import StagedTables
+from tasks.staging.staged_chunk import location as tables_location
+from tasks.staging.staged_chunk import write as write_tables
+from tasks.staging.area import is_remote, opened, publish, scratch_root
 from tasks.outputs.summary import plan_text, summary_markdown
 
 
@@ -182,7 +189,8 @@ def chunk_counts(result: ChunkResult) -> dict[str, Any]:
 
 def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int, budget_left: int | None,
                    staging: str) -> tuple[str, ChunkResult]:
-    """Fetch one chunk into its staged journal; returns where the lander finds it. Opens no database.
+    """Fetch one chunk into its staged journal and typed tables; returns where the lander finds them. Opens no
+    database.
 
     `staging` is the run's local answers folder, or an object-storage prefix (tasks/staging/area.py):
     then the journal is written in this machine's scratch folder (`staging_store.scratch_root`) and put
@@ -193,25 +201,57 @@ def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int
         calls = _calls(run_id, concurrency, budget_left, dataset)
         with AnswerJournal.create(folder, run_id, dataset, secrets=(calls.settings.api_key or "",)) as journal:
             result = asyncio.run(fetch_chunk(dataset, rows, calls=calls, journal=journal, lane=lane))
-    return publish(journal.path, staging, run_id), result
+    typed = stage_tables(journal.path)
+    staged = publish(journal.path, staging, run_id)  # the journal first: typed tables never come without it
+    if typed is not None:
+        publish(typed, staging, run_id)
+    return staged, result
+
+
+def stage_tables(journal: Path) -> Path | None:
+    """Shred a finished journal into the typed tables its chunk lands in, staged beside it (tasks/staging/staged_chunk.py),
+    so the writer only upserts them. None when there is nothing to land, or when shredding failed: the
+    lander then shreds the journal itself, and reports what fails."""
+    read = read_journal(journal)
+    if not worth_landing(read.table):
+        return None
+    try:
+        tables = staged_tables(read.dataset, read.table)
+        return write_tables(Path(tables_location(str(journal))), StagedTables(read.dataset, tables))
+    except Exception as exc:  # noqa: BLE001 - the journal is whole: the lander can still shred it
+        _logger().warning("%s: typed tables not staged, the lander shreds the journal (%s)", journal.name, exc)
+        return None
+
+
+def _logger() -> Any:
+    """The task's run logger; this module's logger where no run is (a fetch called directly)."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger(__name__)
 
 
 def land_staged(run_id: str, staged: str) -> None:
-    """Land one staged chunk in one transaction, then delete its file (the flow's one writer does this).
+    """Land one staged chunk in one transaction, then delete its files (the flow's one writer does this).
 
-    The journal's Arrow rows land set-based (land_answers), wherever the chunk was fetched. A kill or a
-    failed landing leaves a local file to the next run (`plan_refresh`).
+    The typed tables the fetch staged land as they are; a journal without them is shredded first
+    (land_answers), wherever the chunk was fetched. A kill or a failed landing leaves a local file to the
+    next run (`plan_refresh`).
     """
     failpoint("staged")  # crash tests: the chunk is staged (on S3 with --staging), not landed yet
-    with opened(staged) as path:
-        journal = read_journal(path)
-    landing = worth_landing(journal.table)
-    run = current(run_id)
-    if landing:
-        land_answers(run.store, run_id, journal.dataset, journal.table)
+    with staged_at(staged) as typed:
+        answers: pa.Table | StagedTables | None = typed
+        if typed is None:
+            with opened(staged) as path:
+                journal = read_journal(path)
+            answers = journal.table if worth_landing(journal.table) else None
+        dataset = typed.dataset if typed is not None else journal.dataset
+        run = current(run_id)
+        if answers is not None:
+            land_answers(run.store, run_id, dataset, answers)
     failpoint("landed")  # crash tests: the chunk landed, its journal not yet deleted
-    remove(staged)
-    if landing:
+    remove_staged(staged)
+    if answers is not None:
         run.publish_if_due()  # analysts see long runs' progress every few minutes
 
 

@@ -406,15 +406,18 @@ class Database:
         A crash can then never leave, say, a chunk's specs landed without the calls that paid for them.
         """
         staged = {table: self._stage(table, frame) for table, frame in frames.items()}
-        stamp = fetched_at or self._run_started_at(run_id) or datetime.now(timezone.utc)
-        counts = {table: frame.height for table, frame in staged.items()}
+        # The run's start dates rows that come without a time; chunks whose rows all carry theirs (a fetch's
+        # staged tables) skip asking for it.
+        undated = any("fetched_at" not in c.column_names or c.column("fetched_at").null_count for c in staged.values())
+        stamp = fetched_at or (self._run_started_at(run_id) if undated else None) or datetime.now(timezone.utc)
+        counts = {table: chunk.num_rows for table, chunk in staged.items()}
         with self._lock:
             con = self.connection
             self._run("BEGIN TRANSACTION")
             try:
-                for table, frame in staged.items():
-                    if frame.height:
-                        self._land_into(con, table, frame, run_id, stamp)
+                for table, chunk in staged.items():
+                    if chunk.num_rows:
+                        self._land_into(con, table, chunk, run_id, stamp)
                 failpoint("landing")  # crash tests: every table written, nothing committed
                 self._run("COMMIT")
             except Exception as exc:
@@ -422,31 +425,29 @@ class Database:
                 raise DatabaseError(f"landing {counts} into {', '.join(staged)} failed: {exc}") from exc
         return counts
 
-    def _stage(self, table: str, frame: pl.DataFrame | pa.Table) -> pl.DataFrame:
+    def _stage(self, table: str, frame: pl.DataFrame | pa.Table) -> pa.Table:
+        """The chunk's rows for `table` as Arrow (what DuckDB scans): a polars frame converted once."""
         if table not in LANDING_TABLES:
             raise DatabaseError(f"cannot land into {table!r}; tables: {', '.join(LANDING_TABLES)}")
-        if isinstance(frame, pa.Table):
-            frame = pl.from_arrow(frame)
-        assert isinstance(frame, pl.DataFrame)
         if table == "vehicles":
-            frame = pack_vehicle_extras(frame)
+            frame = pack_vehicle_extras(frame if isinstance(frame, pl.DataFrame) else _polars(frame))
+        chunk = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
         known = set(self.columns(table))
-        unknown = [c for c in frame.columns if c not in known]
+        unknown = [c for c in chunk.column_names if c not in known]
         if unknown:
             raise DatabaseError(f"{table} has no column(s) {', '.join(unknown)}")
-        return frame
+        return chunk
 
-    def _land_into(self, con: Any, table: str, frame: pl.DataFrame, run_id: str, stamp: datetime) -> None:
-        if "fetched_at" not in frame.columns:
-            frame = frame.with_columns(pl.lit(stamp).dt.replace_time_zone("UTC").alias("fetched_at"))
-        chunk = frame.with_columns(pl.lit(run_id).alias("run_id")).to_arrow()
+    def _land_into(self, con: Any, table: str, chunk: pa.Table, run_id: str, stamp: datetime) -> None:
+        chunk = _stamped(chunk, run_id, stamp)
         dataset = LANDING_TABLES[table]
         con.register("chunk", chunk)
         try:
             # `table` is from LANDING_TABLES, never from input.
             self._run(self._incoming_ddl(table))
             self._run("INSERT INTO incoming BY NAME SELECT * FROM chunk")
-            self._run("UPDATE incoming SET fetched_at = coalesce(fetched_at, $stamp::TIMESTAMPTZ)", {"stamp": stamp})
+            if chunk.column("fetched_at").null_count:
+                self._run("UPDATE incoming SET fetched_at = coalesce(fetched_at, $stamp::TIMESTAMPTZ)", {"stamp": stamp})
             # What changed (sql/changes/, issue 14): compared with what is held before the upsert replaces
             # it (`<table>.sql`), or read from what the upsert did (`<table>.landed.sql`).
             for path in _landing_files(table):
@@ -496,6 +497,26 @@ class Database:
         )
         return {name: (["vin_bucket"] if has_vin else []) for name, text, has_vin in rows
                 if not any(private in text.lower() for private in PRIVATE_TABLES)}
+
+
+_UTC = pa.timestamp("us", tz="UTC")
+
+
+def _stamped(chunk: pa.Table, run_id: str, stamp: datetime) -> pa.Table:
+    """`chunk` with `run_id` on every row, and `fetched_at` (`stamp` where a row has none)."""
+    rows = chunk.num_rows
+    run = pa.repeat(pa.scalar(run_id, pa.string()), rows)
+    names = chunk.column_names
+    chunk = chunk.set_column(names.index("run_id"), "run_id", run) if "run_id" in names else chunk.append_column("run_id", run)
+    if "fetched_at" not in names:
+        chunk = chunk.append_column("fetched_at", pa.repeat(pa.scalar(stamp, _UTC), rows))
+    return chunk
+
+
+def _polars(table: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 def pack_vehicle_extras(frame: pl.DataFrame) -> pl.DataFrame:

@@ -1,14 +1,21 @@
-"""Benchmark (not a timed test): raw first, shred in SQL (issue 13).
+"""Benchmark (not a timed test): raw first, shred in SQL (issue 13), shredded where fetched (issue 19).
 
 Run with `make bench` (or `pytest -m bench -s tests/bench/test_raw_first_bench.py`).
 
-- Landing: answers per CPU second (`time.process_time`, DuckDB's threads included) from staged answers
-  (the redacted bytes the fetch keeps) to the typed tables, for specs answers as the sandbox writes
-  them: the SQL shredding alone; a journal landed set-based (`land_answers`: data, freshness, calls, raw
-  answers, change feed, from the journal's Arrow rows), split into shredding and the store's statements,
-  then the same journal again; a whole `land_enrichment` from a chunk result; the models' path
-  (validate each answer into its model, walk it into rows) for comparison; and what parsing the JSON
-  alone costs on one core (DuckDB's parser, orjson), the floor under any SQL shredding.
+- Landing: answers per CPU second (`time.process_time`, DuckDB's threads and the checkpoint included) from
+  staged answers (the redacted bytes the fetch keeps) to the typed tables, for specs answers as the sandbox
+  writes them. The writer's share, two ways, each into an empty store and then the same chunk again: the
+  typed tables the fetch task staged (tasks/staging/staged_chunk.py, `land_answers` of them: upserts, change feed,
+  commit only), and a journal the writer shreds itself (a killed run's, `land_answers` of its Arrow rows);
+  then the typed tables in the flow's chunks of 500, a transaction each. The fetch side's share (shred every
+  table, write the staged file). For comparison: the SQL shredding of specs alone, the models' path
+  (validate each answer into its model, walk it into rows), and what parsing the JSON alone costs on one
+  core (DuckDB's parser, orjson), the floor under any SQL shredding.
+  Measured 2026-11-26 18:37-18:47 UTC, this 2-core machine (Linux x86_64, Python 3.11, duckdb 2.0.0,
+  pyarrow 26.0.1) shared with five other sessions, load average 12-15; main (c7ef0c2) run just before
+  in the same session: main's writer 12,300 answers/s first, 16,600 again; now, typed tables 31,000 first
+  (2.5x), 50,100 again (3.0x); a journal shredded by the writer 14,300 / 15,500; chunks of 500: 3,800;
+  the fetch side's staging 20,200 answers per CPU second. docs/scale.md §5 has the profile.
 - Fetch: CPU per call in the fetching process (`time.process_time`), the sandbox in its own process at
   0 ms latency, 64 calls in flight: the chunk's fetch as it is now (bytes, no model), the typed client
   (a model per answer: the fetch before), and a bare loop of the client's `request`.
@@ -35,13 +42,16 @@ from tasks.fetch.enrich import fetch_chunk
 from tasks.staging.chunk import ChunkResult
 from connectors import CallRecord
 from tasks.land import shred as shredding
+from tasks import staged_chunk
 from tasks.staging.journal import AnswerJournal, read_journal
-from tasks.land.landing import land_answers, land_enrichment, staged_answers
-from tasks.land.shred import shred
+from tasks.land.landing import land_answers, staged_answers
+from tasks.land.shred import shred, staged_tables
+from tasks.staging.staged_chunk import StagedTables
 from tasks.store.database import open_database
 
 pytestmark = pytest.mark.bench
 ANSWERS = 100_000
+CHUNK = 500  # the flow's default chunk size: what a fetch task stages and the writer lands at a time
 CALLS = 6_000
 CONCURRENCY = 64
 
@@ -72,6 +82,11 @@ def _cpu(work):  # noqa: ANN001, ANN202
     return time.process_time() - started, out
 
 
+def _land(db, run_id: str, answers) -> None:  # noqa: ANN001 - a landing and the checkpoint that writes it: both the writer's
+    land_answers(db, run_id, "specs", answers)
+    db.sql("CHECKPOINT")
+
+
 @pytest.mark.timeout(1800)
 def test_landing_rate(tmp_path):
     result = _answers(ANSWERS)
@@ -98,39 +113,49 @@ def test_landing_rate(tmp_path):
 
     models_s, frame = _cpu(models_path)
 
-    db = open_database(tmp_path / "fleet.duckdb")
+    # The fetch task's share: shred the finished journal into typed tables, stage them beside it.
+    bundle = tmp_path / "chunk.tables.arrow"
+    stage_s, _ = _cpu(lambda: staged_chunk.write(bundle, StagedTables("specs", staged_tables("specs", table))))
+    # The writer's: each way into a store of its own, first into empty tables, then the same chunk again.
+    figures, in_table = {}, []
+    for way in ("typed", "journal"):
+        db = open_database(tmp_path / way / "fleet.duckdb")
+        try:
+            run_id = db.start_run("bench")
+            for attempt in ("first", "again"):
+                started = time.process_time()
+                _land(db, run_id, staged_chunk.read(bundle) if way == "typed" else table)  # reading: the writer's too
+                figures[way, attempt] = time.process_time() - started
+            in_table.append(db.sql("SELECT count(*) AS n FROM specs").item())
+        finally:
+            db.close()
+    # The flow lands chunk by chunk: the same answers staged as the fetch tasks of 500 VINs stage them.
+    chunks = [staged_chunk.write(tmp_path / f"chunk-{i}.tables.arrow",
+                                 StagedTables("specs", staged_tables("specs", table.slice(i, CHUNK))))
+              for i in range(0, table.num_rows, CHUNK)]
+    db = open_database(tmp_path / "chunked" / "fleet.duckdb")
     try:
         run_id = db.start_run("bench")
-        timed = {"shredding": 0.0}
-        tables = shredding.shred_tables
-
-        def shred_tables(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the shredding's share of a landing
-            spent, out = _cpu(lambda: tables(*args, **kwargs))
-            timed["shredding"] += spent
-            return out
-
-        import tasks.land.landing as landing
-
-        landing.shred_tables = shred_tables  # type: ignore[assignment]
-        try:
-            journal_s, _ = _cpu(lambda: land_answers(db, run_id, "specs", table))
-            journal_shred_s = timed["shredding"]
-            again_s, _ = _cpu(lambda: land_answers(db, run_id, "specs", table))  # a replayed journal
-        finally:
-            landing.shred_tables = tables  # type: ignore[assignment]
-        land_s, _ = _cpu(lambda: land_enrichment(db, run_id, result))  # from a chunk result, the same answers
-        in_table = db.sql("SELECT count(*) AS n FROM specs").item()
+        started = time.process_time()
+        for chunk in chunks:
+            land_answers(db, run_id, "specs", staged_chunk.read(chunk))
+        db.sql("CHECKPOINT")
+        chunked_s = time.process_time() - started
+        in_table.append(db.sql("SELECT count(*) AS n FROM specs").item())
     finally:
         db.close()
     rate = lambda seconds: f"{ANSWERS / seconds:,.0f} answers/s ({seconds:.2f} s)"  # noqa: E731
-    print(f"\nlanding {ANSWERS:,} specs answers, per CPU second: SQL shredding of specs alone {rate(shred_s)}; "
-          f"a journal landed set-based {rate(journal_s)}, of which shredding every table "
-          f"{journal_shred_s:.2f} s and the store's statements (upserts, change feed, commit) "
-          f"{journal_s - journal_shred_s:.2f} s; the same journal again {rate(again_s)}; land_enrichment from a "
-          f"chunk result {rate(land_s)}; the models' path {rate(models_s)}. On one core: DuckDB parses "
-          f"{rate(parse_s)}, json_transform of four members {rate(transform_s)}, sha256 {rate(hash_s)}, "
-          f"orjson.loads {rate(orjson_s)}")
-    assert rows.num_rows == frame.height == in_table == ANSWERS
+    typed, journal = figures["typed", "first"], figures["journal", "first"]
+    print(f"\nlanding {ANSWERS:,} specs answers, per CPU second (checkpoint included): the writer landing the "
+          f"typed tables the fetch staged {rate(typed)}, the same again {rate(figures['typed', 'again'])}; the "
+          f"writer shredding a journal itself (a killed run's) {rate(journal)}, again "
+          f"{rate(figures['journal', 'again'])}; staged / journal {journal / typed:.2f}x; the typed tables landed "
+          f"in chunks of {CHUNK} (the flow's default), one transaction each, {rate(chunked_s)}. The fetch side's "
+          f"staging (shred every table, write them) {rate(stage_s)}. SQL shredding of specs alone {rate(shred_s)}; "
+          f"the models' path {rate(models_s)}. On one core: DuckDB parses {rate(parse_s)}, json_transform of "
+          f"four members {rate(transform_s)}, sha256 {rate(hash_s)}, orjson.loads {rate(orjson_s)}")
+    assert rows.num_rows == frame.height == ANSWERS
+    assert in_table == [ANSWERS, ANSWERS, ANSWERS]
 
 
 async def _cpu_per_call(url: str, mode: str) -> tuple[float, int]:

@@ -112,7 +112,10 @@ def test_staging_on_s3_lands_everything_and_leaves_no_staged_object(service, fle
 
     listed = s3.list_object_versions(Bucket="fleet-staging", Prefix=f"runs/{result['run_id']}/answers/")
     staged = {v["Key"] for v in listed.get("Versions", [])}
-    assert len(staged) == 4  # one staged file per chunk went through the bucket...
+    # One journal per chunk went through the bucket, each with the typed tables its fetch staged beside it...
+    assert len({k for k in staged if k.endswith(".arrows")}) == 4
+    assert {k for k in staged if k.endswith(".tables.arrow")} == {k[: -len(".arrows")] + ".tables.arrow"
+                                                                  for k in staged if k.endswith(".arrows")}
     assert s3.list_objects_v2(Bucket="fleet-staging").get("KeyCount", 0) == 0  # ...and none is left
     assert not list((Path(db_path).parent / "staging").glob("*/answers/*"))
 
@@ -132,9 +135,12 @@ STAGING = "s3://fleet-staging/runs"
 
 
 def _staged_on_s3(s3, folder: Path) -> dict[str, Journal]:
-    """Every staged file in the bucket, by key, read back as the lander would."""
+    """Every staged journal in the bucket, by key, read back as the lander would (the typed tables staged
+    beside a journal, tasks/staging/staged_chunk.py, are its answers again: not read)."""
     staged = {}
     for item in s3.list_objects_v2(Bucket="fleet-staging").get("Contents", []):
+        if not item["Key"].endswith(".arrows"):
+            continue
         local = folder / item["Key"].replace("/", "_")
         local.write_bytes(s3.get_object(Bucket="fleet-staging", Key=item["Key"])["Body"].read())
         staged[item["Key"]] = read_journal(local)

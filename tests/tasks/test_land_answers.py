@@ -1,13 +1,15 @@
-"""A journal lands set-based (`land_answers`, SQL over its Arrow rows) exactly as its chunk result does.
+"""A journal lands set-based (`land_answers`, SQL over its Arrow rows) exactly as its chunk result does, and
+the typed tables a fetch task stages beside it (tasks/staging/staged_chunk.py) land exactly as the journal does.
 
 Against the sandbox over a real socket: found, no-data, failing (500) and retried (502) VINs on every
-per-VIN dataset, plus an answer that is not a JSON object. Each table, both ways, into two stores.
+per-VIN dataset, plus an answer that is not a JSON object. Each table, each way, into stores of their own.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,8 +19,11 @@ from connectors import RetryPolicy, Settings
 from connectors.sandbox import SandboxConfig, run_sandbox
 from tasks.control.calls import Calls
 from tasks.fetch.enrich import fetch_chunk
+from tasks import staged_chunk
 from tasks.staging.journal import AnswerJournal, read_journal
-from tasks.land.landing import land_answers, land_enrichment
+from tasks.land.landing import land_answers, land_enrichment, land_journals
+from tasks.land.shred import staged_tables
+from tasks.staging.staged_chunk import StagedTables
 from tasks.store.database import open_database
 
 RUN = "20260101T000000Z-answers"
@@ -69,6 +74,13 @@ async def test_a_journal_lands_set_based_as_its_chunk_result_does(sandbox, tmp_p
                [(v, e, s, json.loads(p), json.loads(b)) for v, e, s, p, b in expected]
         assert key not in str(got)
 
+        typed = staged_chunk.write(tmp_path / "typed.tables.arrow",
+                                   StagedTables(dataset, staged_tables(dataset, staged.table)))
+        with open_database(tmp_path / "typed.duckdb") as by_typed:  # what the fetch task stages, landed as it is
+            land_answers(by_typed, RUN, dataset, staged_chunk.read(typed))
+            for table, order in {**TABLES, "raw_responses": "response_hash"}.items():
+                assert rows(by_typed, table, order) == rows(by_sql, table, order), table
+
         before = {table: rows(by_sql, table, order) for table, order in TABLES.items()}
         raw_before = by_sql.sql("SELECT count(*) FROM raw_responses").item()
         land_answers(by_sql, RUN, dataset, staged.table)  # the same journal again: nothing changes
@@ -110,3 +122,30 @@ async def test_a_failure_counts_the_attempts_made_in_an_earlier_chunk(sandbox, t
         assert db.sql("SELECT vin, attempts FROM failures").rows() == [(failing, 2)]
     finally:
         db.close()
+
+
+async def test_a_killed_runs_journal_lands_its_staged_tables_and_both_files_go(sandbox, tmp_path):
+    """A run killed after its fetch staged the typed tables, before the landing: the next run lands them (the
+    journal's rows are not shredded again) and deletes both files; a journal without them is shredded."""
+    key = "land_answers_leftover"
+    settings = Settings(api_key=key, base_url=sandbox.url, retry=QUICK_RETRIES)
+    answers = tmp_path / "staging" / RUN / "answers"
+    journals = []
+    for rows_of_chunk in (ROWS[:3], ROWS[3:]):
+        with AnswerJournal.create(answers, RUN, "specs", secrets=(key,)) as journal:
+            await fetch_chunk("specs", rows_of_chunk, calls=Calls(settings=settings, concurrency=2), journal=journal)
+        journals.append(journal.path)
+    table = read_journal(journals[0]).table
+    first = {r["vin"] for r in table.to_pylist() if r["outcome"] == "found"}
+    tables = staged_tables("specs", table)
+    # Told apart by what lands: the first chunk's typed tables say its VINs decoded as a make they never had.
+    tables["specs"] = tables["specs"].set_column(tables["specs"].schema.get_field_index("make"), "make",
+                                                 pa.array(["Staged"] * tables["specs"].num_rows))
+    staged_chunk.write(Path(staged_chunk.location(str(journals[0]))), StagedTables("specs", tables))
+    with open_database(tmp_path / "fleet.duckdb") as db:
+        counts = land_journals(db, tmp_path / "staging", besides="next-run")
+        makes = dict(db.sql("SELECT vin, make FROM specs").rows())
+    assert counts["journals"] == 2
+    assert first and all(makes[vin] == "Staged" for vin in first)
+    assert all(make != "Staged" for vin, make in makes.items() if vin not in first)
+    assert not list(answers.iterdir())
