@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import sys
 import threading
 import time
@@ -30,18 +29,18 @@ from tasks.control import progress
 from tasks.run import lock as runlock
 from tasks.store import published as store
 from tasks.run.progressfile import ProgressFile, Tee, progress_path
+from tasks.settings import option_argument, process_settings
 
-DEFAULT_PUBLISH_SECONDS = 120.0
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 def publish_seconds() -> float:
-    """How old the last publish may get before a landing publishes again (FLEET_PUBLISH_SECONDS)."""
-    try:
-        return max(0.0, float(os.environ.get("FLEET_PUBLISH_SECONDS", DEFAULT_PUBLISH_SECONDS)))
-    except ValueError:
-        return DEFAULT_PUBLISH_SECONDS
+    """How old the last publish may get before a landing publishes again (FLEET_PUBLISH_SECONDS).
+
+    Read at each landing (a test changes it mid-run); a value that cannot work was refused before the run.
+    """
+    return process_settings().publish_seconds
 
 
 def new_run_id() -> str:
@@ -160,7 +159,7 @@ def phase(db: str | Path, name: str) -> None:
 def holds_run_lock(command: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make a flow take its database's lock for its whole run (a no-op hold when `fleet` took it already).
 
-    The flow must take `db` and `run_id` parameters; a flow started by `fleet serve` or a worker
+    The flow must take `db` (itself or in its `options`) and `run_id` parameters; a flow started by `fleet serve` or a worker
     queues behind a run in progress (one line on stderr) rather than failing.
     """
 
@@ -172,7 +171,8 @@ def holds_run_lock(command: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             bound.arguments["run_id"] = bound.arguments.get("run_id") or new_run_id()
-            with hold_run(bound.arguments["db"], bound.arguments["run_id"], command, wait=True) as session:
+            db = option_argument(bound.arguments, "db")
+            with hold_run(db, bound.arguments["run_id"], command, wait=True) as session:
                 before = progress.current()
                 progress.use(Tee(before, session.progress))
                 try:

@@ -28,6 +28,7 @@ import pytest
 
 from flows.cli import main
 from flows.refresh import refresh_fleet
+from tasks.settings import RefreshOptions
 from tasks.outputs.report import report_markdown, write_run_report
 from tasks.store.database import open_database
 from tasks.store.published import open_published, publish
@@ -297,7 +298,7 @@ async def latest_summary_artifact() -> str:
 def test_every_refresh_writes_the_report_and_chromium_shows_the_databases_figures(service, fleet_file, db_path, tmp_path):
     service()
     lake = tmp_path / "lake"
-    summary = refresh_fleet([fleet_file(150)], db=db_path, lake=str(lake), chunk_size=50)
+    summary = refresh_fleet([fleet_file(150)], RefreshOptions(db=db_path, lake=str(lake), chunk_size=50))
     assert summary["status"] == "completed"
     report = lake / "report.html"
     assert summary["report"] == str(report) and report.is_file()
