@@ -1,20 +1,70 @@
-"""Client configuration: environment, then `.env`, then arguments in code."""
+"""Client configuration: environment, then `.env`, then arguments in code.
+
+`ServiceSettings` is the connector's own pydantic-settings class (VDS_*); the project's settings tree
+(tasks/settings.py) composes it. `Settings` is what a client is built from.
+"""
 
 from __future__ import annotations
 
-import os
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
-from dotenv import dotenv_values
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .retry import RetryPolicy
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=30.0)
 # The real service's public address (both vendor SDKs use it): a key is all a user needs to give.
 DEFAULT_BASE_URL = "https://api.carsxe.com"
+
+
+def _finite(least: float, strictly: bool = False) -> BeforeValidator:
+    """A finite number (nan and inf are refused: a timeout of nan never fires), at or above `least`."""
+
+    def check(value: Any) -> float | None:
+        if value is None:
+            return None
+        number = float(value)  # a ValueError names the input
+        if not math.isfinite(number) or number < least or (strictly and number == least):
+            raise ValueError(f"{value!r} is out of range")
+        return number
+
+    return BeforeValidator(check)
+
+
+# What each variable must be, in the one line that refuses it.
+_EXPECTED = {"max_retries": "a whole number, e.g. 3", "max_retry_after": "a number of seconds, e.g. 60",
+             "timeout": "a positive number of seconds"}
+
+
+class ServiceSettings(BaseSettings):
+    """`VDS_*` from the environment, else from `.env`; an empty value is unset."""
+
+    model_config = SettingsConfigDict(env_prefix="VDS_", env_file=".env", extra="ignore", env_ignore_empty=True)
+
+    api_key: Annotated[str | None, Field(repr=False, description=(
+        "the service key (environment or `.env`; for deployments, else the Prefect Secret block `vds-api-key`); "
+        "never logged, stored or passed to Prefect. Alone, it reaches the real service at "
+        "`https://api.carsxe.com`"))] = None
+    base_url: Annotated[str | None, Field(description=(
+        "the service's base URL (default `https://api.carsxe.com` when a key is set; an http(s) URL)"))] = None
+    max_retries: Annotated[int | None, Field(ge=0, description=(
+        "transient retries per call (default 3: three 60 s Retry-Afters fit the 3-minute retry window)"))] = None
+    max_retry_after: Annotated[float | None, _finite(0), Field(description=(
+        "cap in seconds on a server's `Retry-After` (default 60); a finite number"))] = None
+    timeout: Annotated[float | None, _finite(0, strictly=True), Field(description=(
+        "seconds to wait for an answer once a request is sent (default 30; connecting has its own 5 s); "
+        "a finite number above 0"))] = None
+
+    @classmethod
+    def describe(cls, exc: ValidationError) -> str:
+        first = exc.errors()[0]
+        name = str(first["loc"][0]) if first["loc"] else "?"
+        return f"VDS_{name.upper()} must be {_EXPECTED.get(name, 'valid')}, not {first.get('input')!r}"
 
 
 @dataclass(frozen=True)
@@ -34,36 +84,23 @@ class Settings:
 
     @classmethod
     def from_env(cls, env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
-        """Read `VDS_API_KEY` and `VDS_BASE_URL` from the environment, else from `.env`.
+        """`ServiceSettings` (VDS_* from the environment, else `.env`) as a client's settings.
 
         With a key and no base URL, the public service (`DEFAULT_BASE_URL`); with neither, nothing is
-        configured (commands then use the embedded sandbox). Also `VDS_MAX_RETRIES` (transient retries per call), `VDS_MAX_RETRY_AFTER` (cap, in
-        seconds, on how long a server-sent Retry-After is honoured) and `VDS_TIMEOUT` (seconds to
-        wait for an answer once the request is sent; connecting keeps its own 5 s).
+        configured (commands then use the embedded sandbox). Raises ValueError naming a variable that
+        cannot be used.
         """
-        file_values = dotenv_values(env_file) if env_file and Path(env_file).is_file() else {}
-
-        def pick(name: str) -> str | None:
-            return os.environ.get(name) or file_values.get(name) or None
-
-        api_key = pick("VDS_API_KEY")
-        settings = cls(api_key=api_key, base_url=pick("VDS_BASE_URL") or (DEFAULT_BASE_URL if api_key else None))
-        retry: dict[str, Any] = {}
-        if pick("VDS_MAX_RETRIES"):
-            retry["max_retries"] = _number("VDS_MAX_RETRIES", pick("VDS_MAX_RETRIES"), int, "a whole number, e.g. 3")
-        if pick("VDS_MAX_RETRY_AFTER"):
-            retry["max_retry_after"] = _number("VDS_MAX_RETRY_AFTER", pick("VDS_MAX_RETRY_AFTER"), float,
-                                               "a number of seconds, e.g. 60")
-        if retry:
-            settings = replace(settings, retry=replace(settings.retry, **retry))
-        if pick("VDS_TIMEOUT"):
-            try:
-                read = float(pick("VDS_TIMEOUT") or 0)
-            except ValueError:
-                read = 0.0
-            if read <= 0:
-                raise ValueError(f"VDS_TIMEOUT must be a positive number of seconds, not {pick('VDS_TIMEOUT')!r}")
-            settings = replace(settings, timeout=httpx.Timeout(connect=DEFAULT_TIMEOUT.connect, read=read,
+        try:
+            read = ServiceSettings(_env_file=env_file if env_file and Path(env_file).is_file() else None)
+        except ValidationError as exc:
+            raise ValueError(ServiceSettings.describe(exc)) from None
+        settings = cls(api_key=read.api_key, base_url=read.base_url or (DEFAULT_BASE_URL if read.api_key else None))
+        if read.max_retries is not None:
+            settings = replace(settings, retry=replace(settings.retry, max_retries=read.max_retries))
+        if read.max_retry_after is not None:
+            settings = replace(settings, retry=replace(settings.retry, max_retry_after=read.max_retry_after))
+        if read.timeout is not None:
+            settings = replace(settings, timeout=httpx.Timeout(connect=DEFAULT_TIMEOUT.connect, read=read.timeout,
                                                                write=DEFAULT_TIMEOUT.write, pool=DEFAULT_TIMEOUT.pool))
         return replace(settings, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -71,13 +108,3 @@ class Settings:
     def configured(self) -> bool:
         """True when the user pointed us at a service (otherwise commands use the sandbox)."""
         return bool(self.api_key or self.base_url)
-
-
-def _number(name: str, text: str | None, kind: type, example: str) -> float:
-    try:
-        value = kind(text)
-    except (TypeError, ValueError):
-        value = -1
-    if value < 0:
-        raise ValueError(f"{name} must be {example}, not {text!r}")
-    return value

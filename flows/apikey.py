@@ -12,11 +12,11 @@ leaves the environment as it found it). It is never logged.
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any
 from collections.abc import Iterator
 
 from connectors import Settings
+from tasks.settings import exported
 
 SECRET_BLOCK = "vds-api-key"
 
@@ -56,12 +56,5 @@ def key_for_this_run(needed: bool = True) -> Iterator[None]:
                              f"or save it in a Prefect Secret block named {SECRET_BLOCK!r}")
         yield
         return
-    saved = os.environ.get("VDS_API_KEY")
-    os.environ["VDS_API_KEY"] = key
-    try:
+    with exported(VDS_API_KEY=key):  # where the run's tasks read it; never a parameter
         yield
-    finally:
-        if saved is None:
-            os.environ.pop("VDS_API_KEY", None)
-        else:
-            os.environ["VDS_API_KEY"] = saved

@@ -16,14 +16,16 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from tasks.plan.due import ALL_DATASETS, DEFAULT_DATASETS
+from tasks.settings import BackfillOptions
 from tasks.datasets import LiveNames, names
 
+from .config import add_flags
 from .exitcodes import CANCELLED
 from .locking import add_wait_flag, hold_or_refuse
 from .outcome import exit_code
 from .target import service_settings
 
-from .defaults import DEFAULT_DB, DEFAULT_LAKE
+from .defaults import DEFAULT_DB
 REPARSE_DATASETS = LiveNames(names)  # every dataset's stored answers can be re-parsed
 
 
@@ -62,21 +64,8 @@ def __getattr__(name: str) -> Any:
     return built
 
 
-def _backfill_fleet(
-    db: str = DEFAULT_DB,
-    lake: str | None = DEFAULT_LAKE,
-    datasets: list[str] | None = None,
-    vins: list[str] | None = None,
-    vins_file: str | None = None,
-    failures_of: str | None = None,
-    all_failures: bool = False,
-    max_units: int | None = None,
-    chunk_size: int = 500,
-    concurrency: int = 32,
-    run_id: str | None = None,
-) -> dict[str, Any]:
-    """Fetch `datasets` again for `vins` (or those of `vins_file`: a long list stays out of Prefect's parameters),
-    or for the open failures of run `failures_of` (or of every run)."""
+def _backfill_fleet(options: BackfillOptions | None = None, run_id: str | None = None) -> dict[str, Any]:
+    """Fetch `options.datasets` again for the chosen VINs (tasks/settings.py `BackfillOptions`)."""
     from tasks.steps.backfill_tasks import FETCHED_AS, plan_backfill, record_recall_checks
     from tasks.plan.due import Plan
     from tasks.steps.refresh_tasks import fetch_dataset_chunk, finish_refresh
@@ -90,32 +79,33 @@ def _backfill_fleet(
     from .refresh import ORDER
 
     run_id = run_id or new_run_id()
-    by_failures = vins is None and vins_file is None
+    options = options or BackfillOptions()
+    datasets, vins = options.datasets, options.vins
+    by_failures = vins is None and options.vins_file is None
     chosen = list(datasets or (ALL_DATASETS if by_failures else DEFAULT_DATASETS))
-    parameters = {"datasets": chosen, "vins": len(vins) if vins is not None else None, "vins_file": vins_file,
-                  "failures_of": failures_of,
-                  "all_failures": all_failures, "max_units": max_units, "chunk_size": chunk_size}
-    plan = Plan.from_dict(plan_backfill(run_id, chosen, vins, vins_file, failures_of, all_failures, parameters))
+    parameters = {**options.run_parameters(), "datasets": chosen}
+    plan = Plan.from_dict(plan_backfill(run_id, chosen, vins, options.vins_file, options.failures_of,
+                                        options.all_failures, parameters))
     if by_failures and not datasets:  # only the datasets that had failures
         plan.datasets = {k: d for k, d in plan.datasets.items() if d.due}
     summary = start_summary(run_id, _vin_counts(plan), plan, kind="backfill")
 
-    budget = max_units
+    budget = options.max_units
     for dataset in (d for d in ORDER if d in plan.datasets):
         due, counts = plan.datasets[dataset], summary["datasets"][dataset]
-        for offset, length in due.chunks(chunk_size):
+        for offset, length in due.chunks(options.chunk_size):
             if counts["stop_reason"] or cancelled(run_id):
                 counts["pending"] += length
                 counts["stop_reason"] = counts["stop_reason"] or CANCELLED
                 continue
             result = fetch_dataset_chunk(run_id, FETCHED_AS.get(dataset, dataset), due.path, offset, length,
-                                         concurrency, budget)
+                                         options.concurrency, budget)
             budget = budget_left(budget, record_chunk(counts, result))
     if "recalls" in plan.datasets and plan.datasets["recalls"].due:
         record_recall_checks(run_id)
 
     final_status(summary, cancelled=cancelled(run_id))
-    return finish_refresh(run_id, summary, lake)
+    return finish_refresh(run_id, summary, options.lake)
 
 
 def _reparse_raw_responses(
@@ -169,9 +159,9 @@ def _vin_counts(plan: Any) -> dict[str, int]:
 # -- the command --------------------------------------------------------------------------------
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("backfill", help="fetch chosen datasets again for chosen VINs or failures; or re-parse")
-    # --db, --lake, --chunk-size, --concurrency are filled by flows/config.py (flag > FLEET_* > fleet.toml).
-    p.add_argument("--db", default=DEFAULT_DB, help=f"the published DuckDB file (default {DEFAULT_DB})")
-    p.add_argument("--lake", default=DEFAULT_LAKE, help=f"Parquet export folder ('' to skip; default {DEFAULT_LAKE})")
+    # --db, --lake, --concurrency, --chunk-size, --max-units: from the model (tasks/settings.py), filled by
+    # flows/config.py (flag > FLEET_* > fleet.toml > default).
+    add_flags(p, "backfill")
     p.add_argument("--datasets", help=f"comma-separated, from: {', '.join(ALL_DATASETS)} "
                                       f"(default: those with failures, or {','.join(DEFAULT_DATASETS)} for --vins)")
     which = p.add_mutually_exclusive_group()
@@ -181,9 +171,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--failures", action="store_true", help="every open failure, of every run")
     p.add_argument("--reparse", action="store_true",
                    help="rebuild tables from stored raw responses (no call to the service)")
-    p.add_argument("--max-units", type=int, help="stop cleanly once this many units are spent")
-    p.add_argument("--chunk-size", type=int, default=500)
-    p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--json", action="store_true", help="print the summary (or the error) as JSON")
     add_wait_flag(p)
     p.set_defaults(run=run_backfill)
@@ -215,32 +202,15 @@ def run_backfill(args: argparse.Namespace) -> int:
 
 
 def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None, run_id: str) -> int:
-    from tasks.control import progress
-    from tasks.control.signals import RunCancelled, cancel_on_signals
-    from tasks.outputs.summary import report
-    from tasks.run.context import current
     from tasks.store.database import DatabaseError
 
-    vins = None
     try:
-        db = current(run_id).store  # the run context's store, held since the lock was taken
-        if args.vins or args.vins_file:
-            from tasks.steps.backfill_tasks import check_vins, read_vins_file  # imports Prefect: a flow will run
-
-            given = [v for item in args.vins for v in item.split(",") if v.strip()]
-            if args.vins_file:
-                given = read_vins_file(args.vins_file)
-            vins, refused = check_vins(db, given)
-            if refused:
-                return _fail("not on the roster and not valid VINs: "
-                             + ", ".join(f"{raw} ({reason})" for raw, reason in refused))
-            if not vins:
-                return _fail("no VINs given")
-        if args.failures_of and not db.query("run_started_at", run_id=args.failures_of).height:
-            return _fail(f"no run {args.failures_of!r} in {args.db}")
-        idle = _nothing_to_do(db, args, datasets)
+        checked = _check_what_to_do(args, datasets, run_id)
     except (ValueError, DatabaseError) as exc:
         return _fail(str(exc))
+    if isinstance(checked, int):
+        return checked
+    vins, idle = checked
     if idle:  # answered without a service, a flow or Prefect, and recorded as no run
         if args.json:
             print(json.dumps({"kind": "reparse" if args.reparse else "backfill", "status": "nothing to do",
@@ -248,6 +218,39 @@ def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None,
         else:
             print(f"nothing to do: {idle}")
         return 0
+    return _run_flow(args, datasets, run_id, vins)
+
+
+def _check_what_to_do(args: argparse.Namespace, datasets: list[str] | None,
+                      run_id: str) -> int | tuple[list[str] | None, str | None]:
+    """The VINs to backfill (checked against the roster) and why there is nothing to do, if so; an exit code
+    when the request cannot be done."""
+    from tasks.run.context import current
+
+    vins = None
+    db = current(run_id).store  # the run context's store, held since the lock was taken
+    if args.vins or args.vins_file:
+        from tasks.steps.backfill_tasks import check_vins, read_vins_file  # imports Prefect: a flow will run
+
+        given = [v for item in args.vins for v in item.split(",") if v.strip()]
+        if args.vins_file:
+            given = read_vins_file(args.vins_file)
+        vins, refused = check_vins(db, given)
+        if refused:
+            return _fail("not on the roster and not valid VINs: "
+                         + ", ".join(f"{raw} ({reason})" for raw, reason in refused))
+        if not vins:
+            return _fail("no VINs given")
+    if args.failures_of and not db.query("run_started_at", run_id=args.failures_of).height:
+        return _fail(f"no run {args.failures_of!r} in {args.db}")
+    return vins, _nothing_to_do(db, args, datasets)
+
+
+def _run_flow(args: argparse.Namespace, datasets: list[str] | None, run_id: str, vins: list[str] | None) -> int:
+    from tasks.control import progress
+    from tasks.control.signals import RunCancelled, cancel_on_signals
+    from tasks.outputs.summary import report
+    from tasks.store.database import DatabaseError
 
     bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
     try:
@@ -267,12 +270,11 @@ def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None,
                         summary = flows.reparse_raw_responses(args.db, datasets, lake=args.lake or None,
                                                               chunk_size=args.chunk_size, run_id=run_id)
                     else:
-                        summary = flows.backfill_fleet(
-                            args.db, args.lake or None, datasets, vins=None if args.vins_file else vins,
+                        summary = flows.backfill_fleet(BackfillOptions(
+                            db=args.db, lake=args.lake, datasets=datasets, vins=None if args.vins_file else vins,
                             vins_file=str(Path(args.vins_file).resolve()) if args.vins_file else None,
                             failures_of=args.failures_of, all_failures=args.failures, max_units=args.max_units,
-                            chunk_size=args.chunk_size, concurrency=args.concurrency, run_id=run_id,
-                        )
+                            chunk_size=args.chunk_size, concurrency=args.concurrency), run_id=run_id)
     except RunCancelled as exc:
         print(f"cancelled: {exc}", file=sys.stderr)
         return CANCELLED

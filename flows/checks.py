@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlsplit
 
-from .config import ConfigError, check_freshness
+from tasks.settings import SettingsError
+
 from .exitcodes import BUG, BUSY, CANCELLED, PARTIAL, REFUSED, USAGE
 
 KINDS = {USAGE: "usage", BUG: "bug", BUSY: "busy", REFUSED: "refused", PARTIAL: "partial", CANCELLED: "cancelled"}
@@ -36,28 +37,19 @@ class CommandError(Exception):
 
 
 def usage_errors() -> tuple[type[Exception], ...]:
-    return (CommandError, ConfigError)
+    return (CommandError, SettingsError)  # flows/config.py's ConfigError is a SettingsError
 
 
 # --- per command ---------------------------------------------------------------------------------
 
 
 def check_refresh(args: argparse.Namespace) -> None:
-    from tasks.recalls.batches import MAX_BATCH_VINS
-
-    datasets(args.datasets)
-    if not 1 <= args.batch_size <= MAX_BATCH_VINS:
-        raise CommandError(f"--batch-size {args.batch_size}: a recall batch holds 1 to {MAX_BATCH_VINS:,} VINs "
-                           f"(the service's limit); use {MAX_BATCH_VINS} or less")
-    fresh(args.fresh)
-    counts(args)
+    """What the options' grammars cannot tell (tasks/settings.py checked each value as it was read)."""
     run_paths(args.db, args.lake)
     if args.webhook_url:
         webhook_url(args.webhook_url)
     if args.webhook_listen:
         webhook_listen(args.webhook_listen)
-    if not args.value_move > 0:
-        raise CommandError(f"--value-move {args.value_move:g}: a value move is a percentage above 0; use e.g. 10 for 10%")
     if args.notify:
         from connectors.notify import NotifyError, validate_url
 
@@ -69,7 +61,6 @@ def check_refresh(args: argparse.Namespace) -> None:
 
 
 def check_backfill(args: argparse.Namespace) -> None:
-    counts(args)
     run_paths(args.db, args.lake)
     if args.vins_file:
         readable_file(args.vins_file, "--vins-file")
@@ -111,22 +102,6 @@ def fresh_flags(items: list[str]) -> dict[str, str]:
     if bad:
         raise CommandError(f"--fresh {bad[0]}: takes DATASET=AGE, e.g. market_value=14d")
     return dict(item.split("=", 1) for item in items)
-
-
-def fresh(windows: dict[str, str]) -> None:
-    try:
-        check_freshness(windows, "--fresh " + ",".join(f"{k}={v}" for k, v in windows.items()))
-    except ConfigError as exc:
-        raise CommandError(str(exc)) from None
-
-
-def counts(args: argparse.Namespace) -> None:
-    for flag in ("concurrency", "chunk_size"):
-        value = getattr(args, flag, None)
-        if value is not None and value < 1:
-            raise CommandError(f"--{flag.replace('_', '-')} {value}: must be 1 or more")
-    if getattr(args, "max_units", None) is not None and args.max_units < 0:
-        raise CommandError(f"--max-units {args.max_units}: a budget of units is 0 or more")
 
 
 def webhook_url(url: str) -> None:
@@ -230,7 +205,9 @@ def readable_file(path: str, what: str) -> None:
 def service(needs_calls: bool) -> None:
     """Settings that can work: a key where a call is needed, a base URL that is an http(s) URL."""
     from connectors import Settings
+    from tasks.settings import process_settings
 
+    process_settings()  # FLEET_PUBLISH_SECONDS and the like: refused (naming the variable) before anything starts
     try:
         settings = Settings.from_env()
     except ValueError as exc:

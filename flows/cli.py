@@ -19,7 +19,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 from .exitcodes import BUG, USAGE
 
 BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer its reader left (`| head`)
-CONFIGURED = ("refresh", "backfill", "status", "serve")  # the commands flows/config.py fills in
+CONFIGURED = ("refresh", "backfill", "status", "serve")  # the commands whose options flows/config.py fills in
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,18 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _unset_configured_defaults(parser: argparse.ArgumentParser, command: str) -> None:
-    """Options flows/config.py fills in start unset (None): a flag given can then be told from a default."""
-    from .config import OPTIONS
-
-    dests = {action.dest for action in parser._actions}
-    parser.set_defaults(**{key: None for key, option in OPTIONS.items() if command in option.commands and key in dests})
-
-
-def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    return next(a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-
-
 def _accept_verbose(parser: argparse.ArgumentParser) -> None:
     """`-v` after the command too (`fleet refresh -v ...`), in every subcommand, however deep."""
     # SUPPRESS: a subcommand that was not given -v leaves the top-level value alone.
@@ -105,9 +93,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
     from . import checks, config
 
     parser = build_parser()
-    for name, command in _subcommands(parser).items():
-        if name in CONFIGURED:
-            _unset_configured_defaults(command, name)
     args, extras = parser.parse_known_args(argv)
     if extras:  # argparse would print the top-level usage: show the subcommand's, with a suggestion
         leaf = _leaf(parser, args)
@@ -116,8 +101,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         hint = "; ".join(f"did you mean {h[0]}?" for h in hints if h)
         leaf.error(f"unrecognized arguments: {' '.join(extras)}" + (f"; {hint}" if hint else ""))
     if args.command in CONFIGURED:
-        if hasattr(args, "fresh"):
-            args.fresh = checks.fresh_flags(args.fresh or [])
+        if getattr(args, "fresh", None):
+            args.fresh = checks.fresh_flags(args.fresh)
         config.apply(args, args.command)
     return args
 

@@ -1,6 +1,8 @@
-"""Where things go unless the user says otherwise (kept apart so commands need not import Prefect)."""
+"""Where things go unless the user says otherwise (kept apart so commands need not import Prefect).
 
-DEFAULT_DB = "data/fleet.duckdb"
-DEFAULT_LAKE = "data/lake"
-# A valuation that moved more than this, in percent, from the vehicle's previous one is a change (`changes`).
-DEFAULT_VALUE_MOVE = 10.0
+Declared with the options they are the defaults of, in tasks/settings.py.
+"""
+
+from tasks.settings import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE
+
+__all__ = ["DEFAULT_DB", "DEFAULT_LAKE", "DEFAULT_VALUE_MOVE"]

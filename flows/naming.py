@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from tasks.run.context import new_run_id
+from tasks.settings import option_argument
 
 from .apikey import key_for_this_run
 
@@ -50,7 +51,7 @@ def run_tags(arguments: dict[str, Any]) -> list[str]:
     from tasks.plan.due import DEFAULT_DATASETS
 
     files = [f"fleet-file:{Path(str(p)).name}" for p in arguments.get("paths") or []]
-    datasets = arguments.get("datasets") or (DEFAULT_DATASETS if "paths" in arguments else [])
+    datasets = option_argument(arguments, "datasets") or (DEFAULT_DATASETS if "paths" in arguments else [])
     return list(dict.fromkeys(files + [f"dataset:{d}" for d in datasets]))
 
 
@@ -80,9 +81,12 @@ def as_flow_run(fn: F | None = None, *, needs_key: bool = True) -> Any:
                           list(dict.fromkeys([*flow_run.tags, *run_tags(bound.arguments)])))
         if not needs_key:
             return fn(*bound.args, **bound.kwargs)
-        with key_for_this_run(needed=not bound.arguments.get("dry_run", False)):
+        with key_for_this_run(needed=not option_argument(bound.arguments, "dry_run", False)):
             return fn(*bound.args, **bound.kwargs)
 
+    # The flow's annotations resolved where it is defined: Prefect builds its parameter model from this
+    # signature in this module's namespace, where `RefreshOptions` is not a name.
+    run.__signature__ = inspect.signature(fn, eval_str=True)  # type: ignore[attr-defined]
     return run
 
 
@@ -113,7 +117,7 @@ def records_failure(fn: F) -> F:
         except Exception as exc:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            _record_failure(bound.arguments["db"], bound.arguments["run_id"], exc)
+            _record_failure(option_argument(bound.arguments, "db"), bound.arguments["run_id"], exc)
             raise
 
     return run  # type: ignore[return-value]

@@ -15,14 +15,12 @@ from prefect import flow
 from prefect.futures import as_completed
 
 from flows.fetchers import Fetchers, chunk_counts
-from flows.defaults import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE  # absolute: Prefect loads this file by path
 from flows.naming import as_flow_run, records_failure, run_name
 from flows.processes import die_with_parent_process
 
-
 from tasks.datasets import LiveNames, names
-from tasks.plan.due import DEFAULT_DATASETS, Plan
-from tasks.control.retry_window import DEFAULT_SECONDS as DEFAULT_RETRY_WINDOW
+from tasks.plan.due import Plan
+from tasks.settings import RefreshOptions
 from tasks.control.stops import CANCELLED, for_run
 from tasks.run.context import current, holds_run_lock, new_run_id
 from tasks.control.signals import cancellable, cancelled
@@ -77,124 +75,113 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
 
 @flow(name="fleet-refresh", flow_run_name=run_name, persist_result=False, log_prints=False)
 @as_flow_run  # named after our run_id, tagged with its files and datasets; the key from a Secret block if need be
-def refresh_fleet(
-    paths: list[str],
-    db: str = DEFAULT_DB,
-    lake: str | None = DEFAULT_LAKE,
-    datasets: list[str] | None = None,
-    max_units: int | None = None,
-    force: bool = False,
-    dry_run: bool = False,
-    vin_column: str | None = None,
-    freshness: dict[str, str] | None = None,
-    chunk_size: int = 500,
-    concurrency: int = 32,
-    batch_size: int = 10_000,
-    webhook_url: str | None = None,
-    webhook_listen: str | None = None,
-    run_id: str | None = None,
-    recall_details_by: str = "vin",
-    plates: bool = True,
-    notify: str | None = None,
-    value_move: float = DEFAULT_VALUE_MOVE,
-    workers: int | None = None,
-    dask: str | None = None,
-    staging: str | None = None,
-    retry_window: float | None = DEFAULT_RETRY_WINDOW,
-) -> dict[str, Any]:
+def refresh_fleet(paths: list[str], options: RefreshOptions | None = None, run_id: str | None = None) -> dict[str, Any]:
     """Turn fleet files into fresh tables, calling only for what is stale and never paying twice.
 
-    A dry run plans against the published database read-only and writes nothing (tasks/outputs/preview.py).
-    SIGTERM or SIGINT while it runs cancels it (tasks/control/signals.py): it ends `cancelled`, nothing lost.
-    `retry_window`: seconds retries get once every first call is made (tasks/control/retry_window.py); None: no bound.
+    `options`: every option of the run (tasks/settings.py), its defaults when None; Prefect validates
+    it and shows it in the UI. A dry run plans against the published database read-only and writes
+    nothing (tasks/outputs/preview.py). SIGTERM or SIGINT while it runs cancels it (tasks/control/signals.py): it ends
+    `cancelled`, nothing lost.
     """
     die_with_parent_process()  # under `fleet serve`, this runs in a child that must not outlive it
     run_id = run_id or new_run_id()
-    datasets = list(datasets or DEFAULT_DATASETS)
-    if dry_run:
-        return plan_dry_run(paths, db, run_id, vin_column, datasets, force, freshness, plates, max_units)
-    return _refresh(paths, db, lake, datasets, max_units, force, vin_column, freshness, chunk_size, concurrency,
-                    batch_size, webhook_url, webhook_listen, run_id, recall_details_by, plates, notify, value_move,
-                    workers, dask, staging, retry_window)
+    options = options or RefreshOptions()
+    if options.dry_run:
+        return plan_dry_run(paths, options, run_id)
+    return _refresh(paths, options, run_id)
 
 
 @holds_run_lock("refresh")  # one run at a time, also when served or run by a worker
 @records_failure  # a run that raises is recorded `failed`, not left `running`
 @cancellable  # inside the flow run, where Prefect has put its own SIGTERM handler: ours comes after
-def _refresh(paths: list[str], db: str, lake: str | None, datasets: list[str], max_units: int | None, force: bool,
-             vin_column: str | None, freshness: dict[str, str] | None, chunk_size: int, concurrency: int,
-             batch_size: int, webhook_url: str | None, webhook_listen: str | None, run_id: str,
-             recall_details_by: str, plates: bool, notify: str | None, value_move: float, workers: int | None,
-             dask: str | None, staging: str | None, retry_window: float | None) -> dict[str, Any]:
-    for_run(run_id).window.seconds = retry_window  # this process's calls; worker processes read FLEET_RETRY_WINDOW
-    parameters = {"datasets": datasets, "max_units": max_units, "force": force, "dry_run": False,
-                  "freshness": freshness, "chunk_size": chunk_size, "batch_size": batch_size,
-                  "recall_details_by": recall_details_by, "plates": plates,
-                  "value_move": value_move}  # read by the landing's change detection (sql/changes/); never the notify URL
-    staging_area = current(run_id).use_staging(staging)  # the run's store and staging area (tasks/run/context.py)
-    ingest = ingest_fleet(paths, run_id, vin_column, parameters, plates)
-    plan = Plan.from_dict(plan_refresh(run_id, datasets, force, freshness))
+def _refresh(paths: list[str], options: RefreshOptions, run_id: str) -> dict[str, Any]:
+    # This process's calls; worker processes read FLEET_RETRY_WINDOW (flows/commands.py exports it).
+    for_run(run_id).window.seconds = options.retry_window
+    staging_area = current(run_id).use_staging(options.staging)  # the run's store and staging area (tasks/run/context.py)
+    parameters = options.run_parameters()  # read by the landing's change detection (sql/changes/); never the notify URL
+    ingest = ingest_fleet(paths, run_id, options.vin_column, parameters, options.plates)
+    plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None))
     summary = start_summary(run_id, ingest, plan)
 
-    if max_units is not None and plan.estimated_units > max_units:
+    if options.max_units is not None and plan.estimated_units > options.max_units:
         if plan.plates:  # nothing is called: rows waiting for a plate lookup are rejected as not looked up
-            record_plates(summary, resolve_plates(run_id, plan.plates.path, False, None, concurrency), None)
+            record_plates(summary, resolve_plates(run_id, plan.plates.path, False, None, options.concurrency), None)
         summary["status"] = "refused"
-        summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {max_units}: "
+        summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {options.max_units}: "
                               "nothing was called")
         return finish_refresh(run_id, summary, None)
 
     # Without a budget, the recall batch is processed by the service while per-VIN chunks run, and
     # the datasets' chunks run side by side (see fetch_side_by_side). With --max-units everything
     # runs one task at a time so the budget each task sees is exact.
-    parallel = max_units is None
-    budget = max_units
+    budget = options.max_units
     if plan.plates:  # the VINs behind plates join the roster first, then every dataset is planned with them
-        found = resolve_plates(run_id, plan.plates.path, True, budget, concurrency)
+        found = resolve_plates(run_id, plan.plates.path, True, budget, options.concurrency)
         budget = record_plates(summary, found, budget)
         if found["valid"]:
-            plan = Plan.from_dict(plan_refresh(run_id, datasets, force, freshness))
+            plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None))
             replan(summary, plan)
-    recalls = plan.datasets.get("recalls")
-    batch = None
-    if recalls is not None:
-        # Per-VIN campaign lookups need only the batches: each batch's start as it lands, beside the other datasets.
-        pipelined = concurrency if parallel and recall_details_by == "vin" else None
-        batch = check_recalls.submit(run_id, recalls.path, batch_size, webhook_url, budget, webhook_listen, pipelined)
-        if not parallel:
-            budget = record_batch(summary, batch.result(), budget)
-
-    lanes = {d: deque(plan.datasets[d].chunks(chunk_size)) for d in ORDER if d in plan.datasets and d != "recalls"}
-    with Fetchers(staging_area, workers=workers, dask=dask) as fetchers:  # see flows/fetchers.py
-        if parallel:
-            fetch_side_by_side(lanes, summary, fetchers, plan, concurrency)
-        while not parallel and any(lanes.values()):  # one chunk of each dataset in turn, each task seeing the budget left
-            for dataset, chunks in lanes.items():
-                if not chunks:
-                    continue
-                offset, length = chunks.popleft()
-                counts = summary["datasets"][dataset]
-                if counts["stop_reason"] or cancelled(fetchers.run_id):
-                    counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
-                    counts["stop_reason"] = counts["stop_reason"] or CANCELLED
-                    continue
-                staged = fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, concurrency, budget).result()
-                budget = budget_left(budget, record_chunk(counts, chunk_counts(staged)))
-                fetchers.land(dataset, staged)
+    batch, budget = _start_recalls(plan, options, run_id, summary, budget)
+    with Fetchers(staging_area, workers=options.workers, dask=options.dask) as fetchers:  # see flows/fetchers.py
+        budget = _fetch(plan, options, summary, fetchers, budget)
     if fetchers.pids - {os.getpid()}:
         summary["fetched_in"] = sorted(fetchers.pids)  # the worker processes that fetched (--workers, --dask)
-
     if batch is not None:
-        checked = batch.result()
-        if parallel:
-            budget = record_batch(summary, checked, budget)
-        # Campaign details by model group VINs by the specs landed above, so they come last.
-        outcome = checked.get("details") or recall_details(run_id, budget, concurrency, recall_details_by)
-        summary["recall_details"] = outcome
-        add_counts(summary, calls=outcome["calls"], units=outcome["units"])
+        _finish_recalls(batch, options, run_id, summary, budget)
 
     final_status(summary, cancelled=cancelled(run_id))
-    summary = finish_refresh(run_id, summary, lake)
-    if notify:  # the run's changes to a webhook; nothing is posted when nothing changed
-        summary["notification"] = notify_changes(run_id, notify)
+    summary = finish_refresh(run_id, summary, options.lake)
+    if options.notify:  # the run's changes to a webhook; nothing is posted when nothing changed
+        summary["notification"] = notify_changes(run_id, options.notify)
     return summary
+
+
+def _start_recalls(plan: Plan, options: RefreshOptions, run_id: str, summary: dict[str, Any],
+                   budget: int | None) -> tuple[Any, int | None]:
+    """Submit the recall batches; per-VIN campaign lookups need only the batches: each batch's start as it
+    lands, beside the other datasets. With a budget, the batches finish before anything else is fetched."""
+    recalls = plan.datasets.get("recalls")
+    if recalls is None:
+        return None, budget
+    parallel = options.max_units is None
+    pipelined = options.concurrency if parallel and options.recall_details == "vin" else None
+    batch = check_recalls.submit(run_id, recalls.path, options.batch_size, options.webhook_url, budget,
+                                 options.webhook_listen, pipelined)
+    if not parallel:
+        budget = record_batch(summary, batch.result(), budget)
+    return batch, budget
+
+
+def _fetch(plan: Plan, options: RefreshOptions, summary: dict[str, Any], fetchers: Fetchers,
+           budget: int | None) -> int | None:
+    """Every per-VIN dataset's chunks: side by side without a budget, else one task at a time."""
+    lanes = {d: deque(plan.datasets[d].chunks(options.chunk_size)) for d in ORDER if d in plan.datasets and d != "recalls"}
+    if options.max_units is None:
+        fetch_side_by_side(lanes, summary, fetchers, plan, options.concurrency)
+        return budget
+    while any(lanes.values()):  # one chunk of each dataset in turn, each task seeing the budget left
+        for dataset, chunks in lanes.items():
+            if not chunks:
+                continue
+            offset, length = chunks.popleft()
+            counts = summary["datasets"][dataset]
+            if counts["stop_reason"] or cancelled(fetchers.run_id):
+                counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
+                counts["stop_reason"] = counts["stop_reason"] or CANCELLED
+                continue
+            staged = fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, options.concurrency,
+                                     budget).result()
+            budget = budget_left(budget, record_chunk(counts, chunk_counts(staged)))
+            fetchers.land(dataset, staged)
+    return budget
+
+
+def _finish_recalls(batch: Any, options: RefreshOptions, run_id: str, summary: dict[str, Any],
+                    budget: int | None) -> None:
+    checked = batch.result()
+    if options.max_units is None:
+        budget = record_batch(summary, checked, budget)
+    # Campaign details by model group VINs by the specs landed above, so they come last.
+    outcome = checked.get("details") or recall_details(run_id, budget, options.concurrency, options.recall_details)
+    summary["recall_details"] = outcome
+    add_counts(summary, calls=outcome["calls"], units=outcome["units"])

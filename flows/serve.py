@@ -20,6 +20,7 @@ from typing import Any
 
 from tasks.datasets import LiveNames, scheduled
 from tasks.plan.due import ALL_DATASETS
+from .config import add_flags
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
 
 RECALLS_CRON = "0 6 * * 1"
@@ -49,8 +50,8 @@ def build_deployments(
     unknown = [d for d in value_datasets if d not in ALL_DATASETS]
     if unknown:
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")
-    common = {"paths": [str(Path(fleet_file).resolve())], "db": str(Path(db).resolve()),
-              "lake": str(Path(lake).resolve()) if lake else None}
+    paths = [str(Path(fleet_file).resolve())]
+    where = {"db": str(Path(db).resolve()), "lake": str(Path(lake).resolve()) if lake else None}
     plans = [
         ("weekly-recalls", recalls_cron, list(RECALL_DATASETS), "Re-check the fleet's recalls (one batch per 10,000 VINs)."),
         ("monthly-values", values_cron, value_datasets, "Refresh values, history and lien/theft; decode new VINs."),
@@ -58,11 +59,20 @@ def build_deployments(
     return [
         refresh_fleet.to_deployment(
             name=name, schedule=Cron(cron, timezone=timezone),
-            parameters={**common, "datasets": list(datasets), "freshness": scheduled_freshness(cron, timezone, datasets)},
+            # The flow's `options` (tasks/settings.py), checked by the model here as Prefect will at each run.
+            parameters={"paths": paths, "options": deployment_options(
+                **where, datasets=list(datasets), fresh=scheduled_freshness(cron, timezone, datasets))},
             description=description, tags=["fleet"],
         )
         for name, cron, datasets, description in plans
     ]
+
+
+def deployment_options(**options: Any) -> dict[str, Any]:
+    """A deployment's `options` parameter: what it sets, checked by the model (JSON, as Prefect stores it)."""
+    from tasks.settings import RefreshOptions
+
+    return RefreshOptions.model_validate(options).model_dump(mode="json", include=set(options))
 
 
 def scheduled_freshness(cron: str, timezone: str, datasets: list[str]) -> dict[str, str]:
@@ -91,8 +101,7 @@ def scheduled_freshness(cron: str, timezone: str, datasets: list[str]) -> dict[s
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve the scheduled refresh deployments (weekly recalls, monthly values)")
     p.add_argument("fleet_file", metavar="FLEET_FILE", help="the fleet file (CSV/Parquet) each scheduled run reads")
-    p.add_argument("--db", default=DEFAULT_DB)
-    p.add_argument("--lake", default=DEFAULT_LAKE, help="Parquet export folder ('' to skip)")
+    add_flags(p, "serve")  # --db and --lake, from the model (tasks/settings.py)
     p.add_argument("--recalls-cron", default=RECALLS_CRON, help=f"recalls schedule (default '{RECALLS_CRON}')")
     p.add_argument("--values-cron", default=VALUES_CRON, help=f"values schedule (default '{VALUES_CRON}')")
     p.add_argument("--datasets", default=",".join(VALUE_DATASETS),

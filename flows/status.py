@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from tasks.plan.due import DEFAULT_DATASETS
-from .defaults import DEFAULT_DB
+from .config import add_flags
 
 BATCH_COLUMNS = ("batch_id", "status", "submitted_at", "total_vins", "processed_vins", "vins_count", "run_id", "fetched_at")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("status", help="last runs, units spent this month, pending and failed VINs, batches in flight")
-    p.add_argument("--db", default=DEFAULT_DB, help=f"the published DuckDB file (default {DEFAULT_DB}, or fleet.toml's)")
+    add_flags(p, "status")  # --db, from the model (tasks/settings.py)
     p.add_argument("--runs", type=int, default=10, help="how many recent runs to show")
     p.add_argument("--json", action="store_true", help="print the status as JSON")
     p.set_defaults(run=run_status)

@@ -9,12 +9,12 @@ settings from: the key never becomes a flow or task parameter.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from dataclasses import replace
 from typing import Iterator
 
 from connectors import Settings
+from tasks.settings import exported
 
 SANDBOX_KEY = "sandbox_demo_key"
 
@@ -33,13 +33,6 @@ def service_settings(settings: Settings | None = None, *, announce: bool = True)
     with run_sandbox(SandboxConfig(insecure_webhooks=True)) as sandbox:
         if announce:
             print(f"No VDS_API_KEY/VDS_BASE_URL set: using the embedded sandbox at {sandbox.url}", file=sys.stderr)
-        saved = {k: os.environ.get(k) for k in ("VDS_API_KEY", "VDS_BASE_URL")}
-        os.environ.update(VDS_API_KEY=SANDBOX_KEY, VDS_BASE_URL=sandbox.url)
-        try:
+        # Where the tasks (and worker processes) read the service's settings, for the command's length.
+        with exported(VDS_API_KEY=SANDBOX_KEY, VDS_BASE_URL=sandbox.url):
             yield replace(settings, base_url=sandbox.url, api_key=SANDBOX_KEY)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v

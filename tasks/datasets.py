@@ -265,3 +265,26 @@ def docs_table() -> str:
 
 # By the name a per-VIN fetch goes by (`recall_details` for recalls), read live from the registry.
 DATASETS: Mapping[str, Dataset] = Live(by_fetch_name)
+
+
+# The registry's names, read at each use.
+ALL_DATASETS: Sequence[str] = LiveNames(names)
+DEFAULT_DATASETS: Sequence[str] = LiveNames(default_names)
+# How long an answer stays fresh: each declaration's `freshness`.
+DEFAULT_FRESHNESS: Mapping[str, timedelta] = Live(lambda: {n: d.freshness for n, d in REGISTRY.items()})
+# How long a 404 "no data" stays fresh, whatever the dataset (never longer than the dataset's own window).
+NO_DATA = "no_data"
+DEFAULT_NO_DATA_FRESHNESS = timedelta(days=7)
+
+
+def parse_freshness(overrides: dict[str, str] | None) -> dict[str, timedelta]:
+    """`{"market_value": "14d", "recalls": "12h", "no_data": "3d"}` -> windows; unknown datasets are refused."""
+    windows = {**DEFAULT_FRESHNESS, NO_DATA: DEFAULT_NO_DATA_FRESHNESS}
+    for name, text in (overrides or {}).items():
+        if name not in windows:
+            raise ValueError(f"unknown dataset {name!r} in freshness; choose from {', '.join(ALL_DATASETS)} or {NO_DATA}")
+        number, unit = text[:-1], text[-1:].lower()
+        if unit not in ("d", "h", "m") or not number.replace(".", "", 1).isdigit():
+            raise ValueError(f"freshness {text!r} for {name}: use a number with d, h or m (e.g. 30d)")
+        windows[name] = timedelta(**{{"d": "days", "h": "hours", "m": "minutes"}[unit]: float(number)})
+    return windows

@@ -24,11 +24,21 @@ import threading
 import time
 from pathlib import Path
 
+from tasks.settings import ProcessSettings, SettingsError, process_settings
+
+
+def _read() -> ProcessSettings:
+    try:
+        return process_settings()
+    except SettingsError:  # another FLEET_* setting is wrong: the command refuses it; no failpoint here
+        return ProcessSettings.model_construct()
+
 HOLD_SECONDS = 120.0  # long enough for any test to kill; bounded, so a forgotten process still ends
 
-_name, _, _nth = os.environ.get("FLEET_FAILPOINT", "").partition(":")
+_settings = _read()
+_name, _, _nth = _settings.failpoint.partition(":")
 _target = int(_nth or 1)
-_marker = os.environ.get("FLEET_FAILPOINT_MARKER")
+_marker = _settings.failpoint_marker
 _passes = 0
 _lock = threading.Lock()
 

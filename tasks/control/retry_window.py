@@ -26,28 +26,28 @@ One per run in a process, inside the run's `Stops`; worker processes (`--workers
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Callable
 
+from tasks.settings import DEFAULT_RETRY_WINDOW, SettingsError, process_settings
+
 WINDOW_CLOSED = "retry window closed"
-DEFAULT_SECONDS = 180.0  # the issue's bound: a faulted run ends within its fault-free time + 3 minutes
+DEFAULT_SECONDS = DEFAULT_RETRY_WINDOW  # the issue's bound: a faulted run ends within its fault-free time + 3 minutes
 ENV = "FLEET_RETRY_WINDOW"  # seconds, also read by worker processes (they inherit the environment)
 
 
 def default_seconds() -> float | None:
-    """The window for runs of this process: `FLEET_RETRY_WINDOW` seconds if set ("off": none), else 180."""
-    text = os.environ.get(ENV, "").strip()
-    if not text:
-        return DEFAULT_SECONDS
-    if text.lower() == "off":
-        return None
+    """The window for runs of this process: `FLEET_RETRY_WINDOW` if set ("off": none), else 180 s.
+
+    A worker process's runs take it from the environment `fleet refresh` exported (tasks/settings.py's
+    grammar: seconds, or with s, m or h). A value that cannot work is refused before any run starts
+    (flows/checks.py); should one reach a worker anyway, its runs keep the default.
+    """
     try:
-        seconds = float(text)
-    except ValueError:
-        return DEFAULT_SECONDS  # the CLI refuses it with a clear message before any run (flows/config.py)
-    return seconds if seconds >= 0 else DEFAULT_SECONDS
+        return process_settings().retry_window
+    except SettingsError:
+        return DEFAULT_SECONDS
 
 
 class RetryWindow:

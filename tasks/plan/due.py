@@ -13,27 +13,27 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import polars as pl
 
 from connectors import estimate_units
 
-from tasks.datasets import REGISTRY, Dataset, Live, LiveNames, default_names, docs_table, names
+from tasks.datasets import REGISTRY, Dataset, docs_table
+# The registry's names and freshness windows, and the freshness grammar, live with the registry.
+from tasks.datasets import (
+    ALL_DATASETS as ALL_DATASETS,
+    DEFAULT_DATASETS as DEFAULT_DATASETS,
+    DEFAULT_FRESHNESS as DEFAULT_FRESHNESS,
+    DEFAULT_NO_DATA_FRESHNESS as DEFAULT_NO_DATA_FRESHNESS,
+    NO_DATA as NO_DATA,
+    parse_freshness as parse_freshness,
+)
 from tasks.ingest.markets import in_scope, with_market
 from tasks.ingest.plates import PlatePlan, plan_plates
 from tasks.store.database import Database
 from tasks.ingest.vins import vin_order
 
-# The registry's names (tasks/datasets.py), read at each use.
-ALL_DATASETS: Sequence[str] = LiveNames(names)
-DEFAULT_DATASETS: Sequence[str] = LiveNames(default_names)
-
-# How long an answer stays fresh: each declaration's `freshness`.
-DEFAULT_FRESHNESS: Mapping[str, timedelta] = Live(lambda: {n: d.freshness for n, d in REGISTRY.items()})
-# How long a 404 "no data" stays fresh, whatever the dataset (never longer than the dataset's own window).
-NO_DATA = "no_data"
-DEFAULT_NO_DATA_FRESHNESS = timedelta(days=7)
 
 
 @dataclass
@@ -97,19 +97,6 @@ def declaration(dataset: str) -> Dataset:
 def applicability_table() -> str:
     """Which datasets apply to which vehicles, as the README shows it: the registry's table."""
     return docs_table()
-
-
-def parse_freshness(overrides: dict[str, str] | None) -> dict[str, timedelta]:
-    """`{"market_value": "14d", "recalls": "12h", "no_data": "3d"}` -> windows; unknown datasets are refused."""
-    windows = {**DEFAULT_FRESHNESS, NO_DATA: DEFAULT_NO_DATA_FRESHNESS}
-    for name, text in (overrides or {}).items():
-        if name not in windows:
-            raise ValueError(f"unknown dataset {name!r} in freshness; choose from {', '.join(ALL_DATASETS)} or {NO_DATA}")
-        number, unit = text[:-1], text[-1:].lower()
-        if unit not in ("d", "h", "m") or not number.replace(".", "", 1).isdigit():
-            raise ValueError(f"freshness {text!r} for {name}: use a number with d, h or m (e.g. 30d)")
-        windows[name] = timedelta(**{{"d": "days", "h": "hours", "m": "minutes"}[unit]: float(number)})
-    return windows
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,7 @@ from tasks.control.stops import STOPPING_ERRORS, Pass
 from tasks.control.failpoints import failpoint
 from tasks.land.landing import fetch_status_frame
 from tasks.store.database import Database
-
-MAX_BATCH_VINS = 10_000  # the spec's limit per recalls batch
+from tasks.settings import MAX_BATCH_VINS  # the spec's limit per recalls batch, declared with the option
 
 LEDGER_SCHEMA: staging.Schema = {
     "batch_id": pl.String, "numeric_batch_id": pl.Int64, "status": pl.String, "idempotency_key": pl.String,

@@ -30,12 +30,12 @@ from typing import Callable, ParamSpec, TypeVar
 from tasks.control import progress
 from tasks.run import lock as runlock
 from tasks.run.progressfile import ProgressFile, Tee, progress_path
+from tasks.settings import option_argument, process_settings
 from tasks.staging.area import StagingArea
 from tasks.store import published
 from tasks.store.database import Database, open_database
 from tasks.store.files import new_run_id as new_run_id
 
-DEFAULT_PUBLISH_SECONDS = 120.0
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -48,7 +48,7 @@ class RunContext:
     """What a run owns for its lifetime; made by the outermost hold on its database's lock."""
 
     def __init__(self, db: str, run_id: str, command: str, progress_file: ProgressFile,
-                 publish_seconds: float = DEFAULT_PUBLISH_SECONDS):
+                 publish_seconds: float):
         self.db, self.run_id, self.command = db, run_id, command
         self.progress = progress_file
         self.publish_seconds = publish_seconds
@@ -137,13 +137,9 @@ class RunSession:
 
 
 def publish_seconds_setting() -> float:
-    """How old the last publish may get before a landing publishes again (FLEET_PUBLISH_SECONDS)."""
-    import os
-
-    try:
-        return max(0.0, float(os.environ.get("FLEET_PUBLISH_SECONDS", DEFAULT_PUBLISH_SECONDS)))
-    except ValueError:
-        return DEFAULT_PUBLISH_SECONDS
+    """How old the last publish may get before a landing publishes again (FLEET_PUBLISH_SECONDS), read when
+    the run starts; a value that cannot work was refused before the run."""
+    return process_settings().publish_seconds
 
 
 def hold_run(db: str | Path, run_id: str, command: str, *, wait: bool = False,
@@ -188,7 +184,7 @@ def holding(db: str | Path) -> bool:
 def holds_run_lock(command: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make a flow take its database's lock for its whole run (a no-op hold when `fleet` took it already).
 
-    The flow must take `db` and `run_id` parameters; a flow started by `fleet serve` or a worker
+    The flow must take `db` (itself or in its `options`) and `run_id` parameters; a flow started by `fleet serve` or a worker
     queues behind a run in progress (one line on stderr) rather than failing.
     """
 
@@ -200,7 +196,8 @@ def holds_run_lock(command: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             bound.arguments["run_id"] = bound.arguments.get("run_id") or new_run_id()
-            with hold_run(bound.arguments["db"], bound.arguments["run_id"], command, wait=True) as session:
+            db = option_argument(bound.arguments, "db")  # the flow's `db`, itself or in its `options`
+            with hold_run(db, bound.arguments["run_id"], command, wait=True) as session:
                 before = progress.current()
                 progress.use(Tee(before, session.progress))
                 try:

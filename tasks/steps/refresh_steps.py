@@ -21,6 +21,7 @@ from tasks.outputs.todo import todo_path
 from tasks.outputs.summary import final_status, start_summary
 from tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
 from tasks.run.context import RunContext
+from tasks.settings import RefreshOptions
 from tasks.land.recover import land_journals
 
 RUN_DATASET_COLUMNS = {
@@ -94,7 +95,7 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
     return summary, report
 
 
-def answer_without_calls(run: RunContext, paths: list[str], options: dict[str, Any]) -> dict[str, Any] | None:
+def answer_without_calls(run: RunContext, paths: list[str], options: RefreshOptions) -> dict[str, Any] | None:
     """A refresh whose plan has nothing due, answered in this process without Prefect; None if something is due.
 
     The caller saw nothing due in the published database (the dry run's plan); the working store has
@@ -102,15 +103,14 @@ def answer_without_calls(run: RunContext, paths: list[str], options: dict[str, A
     after all (a killed run's answers landed, a stale published file), nothing of this run is recorded
     and the caller runs the flow.
     """
-    fleet = read_fleet(paths, vin_column=options.get("vin_column"))
-    plates = options.get("plates", True)
-    roster, rejected, counts = settle(run, fleet, plates)  # plates needing a lookup are staged: the plan counts them
-    made, _ = plan(run, options["datasets"], options.get("force", False), options.get("freshness"), roster=roster)
+    fleet = read_fleet(paths, vin_column=options.vin_column)
+    roster, rejected, counts = settle(run, fleet, options.plates)  # plates needing a lookup are staged: the plan counts them
+    made, _ = plan(run, options.datasets, options.force, options.fresh or None, roster=roster)
     if made.plates or any(d.due for d in made.datasets.values()):
         return None
-    run.store.start_run("refresh", [str(f) for f in fleet.files] or paths, options, run_id=run.run_id)
+    run.store.start_run("refresh", [str(f) for f in fleet.files] or paths, options.run_parameters(), run_id=run.run_id)
     run.store.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)
     summary = start_summary(run.run_id, counts, made)
     final_status(summary)
-    summary, _ = finish(run, summary, options.get("lake"))
+    summary, _ = finish(run, summary, options.lake)
     return summary

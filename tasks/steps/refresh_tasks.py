@@ -26,6 +26,7 @@ from connectors import Settings
 
 from tasks.control import progress
 from tasks.run.context import current
+from tasks.settings import RefreshOptions
 from tasks.steps import refresh_steps as steps
 from tasks.outputs.changes import change_message
 from connectors.notify import post_json
@@ -116,11 +117,11 @@ def plan_refresh(run_id: str, datasets: list[str], force: bool, freshness: dict[
 
 
 @task(name="plan-dry-run", **TASK)
-def plan_dry_run(paths: list[str], db_path: str, run_id: str, vin_column: str | None, datasets: list[str], force: bool,
-                 freshness: dict[str, str] | None, plates: bool, max_units: int | None) -> dict[str, Any]:
+def plan_dry_run(paths: list[str], options: RefreshOptions, run_id: str) -> dict[str, Any]:
     """The plan and its cost, from the published database read-only: a dry run writes nothing (tasks/outputs/preview.py)."""
-    preview = preview_refresh(read_fleet(paths, vin_column=vin_column), db_path, run_id, datasets, force=force,
-                              freshness=freshness, plates=plates, max_units=max_units)
+    preview = preview_refresh(read_fleet(paths, vin_column=options.vin_column), options.db, run_id, options.datasets,
+                              force=options.force, freshness=options.fresh or None, plates=options.plates,
+                              max_units=options.max_units)
     progress.current().say(preview.plan)
     get_run_logger().info(preview.plan)
     create_markdown_artifact(markdown=summary_markdown(preview.summary), key="fleet-refresh-summary",

@@ -20,6 +20,7 @@ from tasks.control.calls import Calls
 from tasks.land import frames as staging
 from tasks.steps.backfill_tasks import MODELS, check_vins, parse_raw_rows, read_vins_file
 from tasks.ingest.fleet_files import read_fleet
+from tasks.settings import BackfillOptions
 from tasks.store.database import open_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +85,8 @@ def _grown(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
 def backfilled(harness, sandbox, fleet):
     """Backfill run-1's failures once; tests below read what it did."""
     before = _calls(sandbox)
-    summary = backfill.backfill_fleet(fleet["db"], fleet["lake"], failures_of="run-1", chunk_size=2)
+    summary = backfill.backfill_fleet(BackfillOptions(db=fleet["db"], lake=fleet["lake"], failures_of="run-1",
+                                                      chunk_size=2))
     return {"summary": summary, "calls": _grown(before, _calls(sandbox))}
 
 

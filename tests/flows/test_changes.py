@@ -18,6 +18,7 @@ import pytest
 
 from connectors.sandbox import Sandbox
 from flows.refresh import refresh_fleet
+from tasks.settings import RefreshOptions
 from tasks.store.database import open_database
 from tasks.outputs.summary import summary_markdown
 
@@ -58,7 +59,7 @@ def scenario(prefect_server, tmp_path_factory):
 
         with Receiver() as receiver:
             def refresh(**options):
-                return refresh_fleet([fleet], db=db, lake=None, chunk_size=4, notify=receiver.url, **options)
+                return refresh_fleet([fleet], RefreshOptions(db=db, lake=None, chunk_size=4, notify=receiver.url, **options))
 
             first = refresh()
             posts_first = len(receiver.posts)

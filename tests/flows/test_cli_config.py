@@ -35,7 +35,7 @@ def write(path, text: str) -> None:
 def test_defaults_without_a_project_file(clean):
     args = parse(["refresh", "fleet.csv"])
     assert (args.db, args.concurrency, args.chunk_size, args.plates, args.recall_details) == (DEFAULT_DB, 32, 500, True, "vin")
-    assert args.fresh == {} and args.datasets.split(",")[0] == "specs"
+    assert args.fresh == {} and args.datasets[0] == "specs"
 
 
 def test_flag_beats_environment_beats_file_beats_default(clean, monkeypatch):
@@ -44,7 +44,7 @@ def test_flag_beats_environment_beats_file_beats_default(clean, monkeypatch):
                                 '[fresh]\nmarket_value = "14d"\nrecalls = "2d"\n')
     args = parse(["refresh", "fleet.csv"])  # found two folders up
     assert (args.concurrency, args.chunk_size, args.batch_size) == (7, 70, 700)
-    assert args.datasets == "specs,recalls" and args.plates is False and args.recall_details == "model"
+    assert args.datasets == ["specs", "recalls"] and args.plates is False and args.recall_details == "model"
     assert args.db == str(clean / "store" / "fleet.duckdb")  # relative to the file, not to where fleet runs
     assert args.fresh == {"market_value": "14d", "recalls": "2d"}
 
@@ -173,9 +173,9 @@ def test_the_committed_example_uncommented_is_valid_and_the_defaults(clean):
     write(clean / "sub" / "deeper" / "fleet.toml", "\n".join(lines))
     import tomllib
 
-    from flows.config import OPTIONS
+    from tasks.settings import shared_options
 
-    assert set(tomllib.loads("\n".join(lines))) == set(OPTIONS)  # every setting is shown, uncommented here
+    assert set(tomllib.loads("\n".join(lines))) == set(shared_options())  # every setting is shown, uncommented here
     args = parse(["refresh", "f.csv"])
     os.remove(clean / "sub" / "deeper" / "fleet.toml")
     defaults = parse(["refresh", "f.csv"])
@@ -193,7 +193,24 @@ def test_the_retry_window_from_flag_environment_file_or_default(clean, monkeypat
     monkeypatch.setenv("FLEET_RETRY_WINDOW", "2m")
     assert parse(["refresh", "fleet.csv"]).retry_window == 120.0
     assert parse(["refresh", "fleet.csv", "--retry-window", "45"]).retry_window == 45.0
-    assert parse(["refresh", "fleet.csv", "--retry-window", "off"]).retry_window == float("inf")
+    assert parse(["refresh", "fleet.csv", "--retry-window", "off"]).retry_window is None  # no bound
     monkeypatch.delenv("FLEET_RETRY_WINDOW")
     write(clean / "fleet.toml", "retry_window = 'soon'\n")
     refused(capsys, "fleet.toml", "retry_window", "'soon'", "3m")
+
+
+@pytest.mark.parametrize("name,value", [("FLEET_PUBLISH_SECONDS", "nan"), ("FLEET_PUBLISH_SECONDS", "-5"),
+                                        ("FLEET_PUBLISH_SECONDS", "soon"), ("VDS_TIMEOUT", "nan"),
+                                        ("VDS_MAX_RETRY_AFTER", "inf")])
+def test_a_setting_that_is_not_a_finite_number_in_range_is_refused_before_anything_starts(clean, capsys, monkeypatch,
+                                                                                          name, value):
+    monkeypatch.setenv(name, value)
+    refused(capsys, name)
+    assert not any(clean.rglob("*.duckdb*"))
+
+
+@pytest.mark.parametrize("flag,value", [("--value-move", "inf"), ("--value-move", "nan"), ("--value-move", "0")])
+def test_a_value_move_must_be_a_finite_percentage_above_0(clean, capsys, flag, value):
+    assert main(["refresh", "fleet.csv", "--lake", "", flag, value]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {flag} ") and len(err.splitlines()) == 1, err

@@ -5,8 +5,9 @@ What an operator does, in processes of their own: `prefect server start`, `prefe
 `prefect worker start --run-once`. The sandbox is this test's (a thread, on loopback). Then the run is
 found from both sides: its rows in DuckDB (`runs.prefect_flow_run_id`), and in Prefect the flow run
 named after our run id, tagged with its fleet file and datasets, with its INFO logs and summary
-artifact. A second deployment run fails after its ingest (a recall batch of 0 VINs, which only a
-deployment's parameters can ask for): its run is recorded `failed`, and nothing is printed at exit.
+artifact. A second deployment run fails after its ingest (a webhook receiver on an address it cannot
+listen on, which only a deployment's parameters can ask for): its run is recorded `failed`, and nothing
+is printed at exit.
 A `fleet refresh` against the same server is named, tagged, linked and logged the same way, while its
 terminal stays quiet.
 """
@@ -144,13 +145,13 @@ def test_prefect_yaml_runs_on_a_worker_named_tagged_linked_and_logged(server, sa
     saved = _run([sys.executable, "-c", save], {**env, "KEY_TO_SAVE": KEY})
     assert saved.returncode == 0, saved.stderr[-3000:]
 
-    good = _run_deployment(env, "fleet-refresh/monthly-values", {
-        "paths": [str(fleet)], "db": str(good_db), "lake": str(tmp_path / "good" / "lake"),
-        "datasets": ["specs", "market_value"]})
-    # Fails inside a task holding the database, with another dataset's chunk running beside it.
-    failing = _run_deployment(env, "fleet-refresh/weekly-recalls", {
-        "paths": [str(fleet)], "db": str(failing_db), "lake": None, "datasets": ["recalls", "specs"],
-        "batch_size": 0})
+    good = _run_deployment(env, "fleet-refresh/monthly-values", {"paths": [str(fleet)], "options": {
+        "db": str(good_db), "lake": str(tmp_path / "good" / "lake"), "datasets": ["specs", "market_value"]}})
+    # Fails inside a task holding the database, with another dataset's chunk running beside it: the recall
+    # batch's webhook receiver cannot listen on an address of another machine (TEST-NET-1). `fleet refresh`
+    # refuses it before starting; the flow's options take any HOST:PORT.
+    failing = _run_deployment(env, "fleet-refresh/weekly-recalls", {"paths": [str(fleet)], "options": {
+        "db": str(failing_db), "lake": None, "datasets": ["recalls", "specs"], "webhook_listen": "192.0.2.1:8080"}})
 
     # The worker's environment: where the checkout is and which service to call; no key.
     worker_env = {**env, "FLEET_HOME": str(ROOT), "VDS_BASE_URL": sandbox_url}
@@ -182,7 +183,7 @@ def test_prefect_yaml_runs_on_a_worker_named_tagged_linked_and_logged(server, sa
     # extension's leak report at the flow-run process's exit.
     assert _api(env, "GET", f"/flow_runs/{failing}")["state_type"] == "FAILED", output[-5000:]
     failed_row = _runs_row(failing_db, failing)
-    assert failed_row["status"] == "failed" and "batch" in (failed_row["message"] or "")
+    assert failed_row["status"] == "failed" and "192.0.2.1" in (failed_row["message"] or ""), failed_row
     assert "nanobind" not in output, output[-5000:]
 
 

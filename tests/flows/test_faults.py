@@ -30,6 +30,7 @@ from connectors.retry import RetryPolicy
 from connectors.sandbox import Account, FaultConfig
 from flows.refresh import refresh_fleet
 from tasks.control.calls import Calls
+from tasks.settings import RefreshOptions
 from tasks.store.database import open_database
 from tasks.ingest.vins import check_digit
 
@@ -90,7 +91,7 @@ def reader(db: str) -> Iterator[Callable[[str, str], list[tuple]]]:
 
 
 def refresh(fleet: str, db: str, chunk_size: int = 20, window: float = WINDOW) -> dict:
-    return refresh_fleet([fleet], db=db, lake=None, chunk_size=chunk_size, concurrency=8, retry_window=window)
+    return refresh_fleet([fleet], RefreshOptions(db=db, lake=None, chunk_size=chunk_size, concurrency=8, retry_window=window))
 
 
 def calls_by_vin(journal: list[dict]) -> dict[tuple[str, str], list[int]]:
@@ -308,7 +309,7 @@ def test_with_the_full_retry_after_a_waiting_vin_holds_no_slot(service, fleet_fi
     vins = set(pl.read_csv(fleet := fleet_file(6), infer_schema=False)["vin"])
     sandbox.set_faults(FaultConfig(rate=0.3, statuses=[503], seed=31))  # retry_after_seconds: the spec's 60
     sandbox.record_journal(True)
-    result = refresh_fleet([fleet], db=db_path, lake=None, datasets=["specs"], concurrency=1)
+    result = refresh_fleet([fleet], RefreshOptions(db=db_path, lake=None, datasets=["specs"], concurrency=1))
     journal = [(c["vin"], c["status"]) for c in sandbox.journal() if c["endpoint"] == "/specs"]
     waited = [vin for vin, status in journal if status == 503]
     assert waited, journal  # the seed gave 503s

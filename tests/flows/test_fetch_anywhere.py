@@ -21,6 +21,7 @@ import pytest
 
 from connectors import CallRecord
 from flows.refresh import refresh_fleet
+from tasks.settings import RefreshOptions
 from tasks.staging.journal import AnswerJournal, Journal, read_journal
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -41,8 +42,9 @@ def _rows(read, db: str) -> dict[str, list[tuple]]:
 
 def test_workers_fetch_in_other_processes_and_land_the_same_rows(service, fleet_file, db_path, read, tmp_path):
     fleet = fleet_file(40)
-    default = refresh_fleet([fleet], db=str(tmp_path / "threads.duckdb"), lake=None, datasets=DATASETS, chunk_size=8)
-    workers = refresh_fleet([fleet], db=db_path, lake=None, datasets=DATASETS, chunk_size=8, workers=2)
+    default = refresh_fleet([fleet], RefreshOptions(db=str(tmp_path / "threads.duckdb"), lake=None, datasets=DATASETS,
+                                                    chunk_size=8))
+    workers = refresh_fleet([fleet], RefreshOptions(db=db_path, lake=None, datasets=DATASETS, chunk_size=8, workers=2))
 
     assert default["status"] == workers["status"] == "completed"
     assert "fetched_in" not in default  # the thread runner fetches in the flow's own process
@@ -58,8 +60,8 @@ def test_a_dask_cluster_fetches_end_to_end(service, fleet_file, db_path, read):
     # Workers inherit this process's environment (the key, the sandbox's URL) when the cluster starts.
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster:
-        result = refresh_fleet([fleet_file(24)], db=db_path, lake=None, datasets=["specs"], chunk_size=6,
-                               dask=cluster.scheduler_address)
+        result = refresh_fleet([fleet_file(24)], RefreshOptions(db=db_path, lake=None, datasets=["specs"], chunk_size=6,
+                                                                dask=cluster.scheduler_address))
         with distributed.Client(cluster) as client:
             worker_pids = set(client.run(os.getpid).values())
     specs = result["datasets"]["specs"]
@@ -104,8 +106,8 @@ def s3(monkeypatch):
 
 
 def test_staging_on_s3_lands_everything_and_leaves_no_staged_object(service, fleet_file, db_path, read, s3):
-    result = refresh_fleet([fleet_file(24)], db=db_path, lake=None, datasets=["specs"], chunk_size=6, workers=2,
-                           staging="s3://fleet-staging/runs")
+    result = refresh_fleet([fleet_file(24)], RefreshOptions(db=db_path, lake=None, datasets=["specs"], chunk_size=6, workers=2,
+                                                            staging="s3://fleet-staging/runs"))
     specs = result["datasets"]["specs"]
     assert result["status"] == "completed" and specs["found"] + specs["no_data"] == 24
     assert read(db_path, "SELECT count(DISTINCT vin) FROM api_calls WHERE endpoint = '/specs'") == [(24,)]
@@ -222,7 +224,7 @@ def test_a_run_killed_after_staging_on_s3_is_landed_by_the_next_run_without_call
     assert len(killed_run) == 1 and 0 < len(answered) < 24
     assert read(db_path, "SELECT count(*) FROM api_calls") == [(0,)]  # nothing of it landed
 
-    result = refresh_fleet([fleet], db=db_path, lake=None, datasets=["specs"], chunk_size=6, staging=STAGING)
+    result = refresh_fleet([fleet], RefreshOptions(db=db_path, lake=None, datasets=["specs"], chunk_size=6, staging=STAGING))
     specs = result["datasets"]["specs"]
     assert result["status"] == "completed" and specs["planned"] == 24 - len(answered)
     assert Counter(billed()) == Counter(set(billed())) and len(set(billed())) == 24  # each VIN paid for once
@@ -274,8 +276,8 @@ def test_a_chunk_killed_mid_fetch_with_s3_staging_lands_what_it_journalled_at_th
     journalled |= {vin for (vin,) in read(db_path, f"SELECT vin FROM fetch_status WHERE run_id = '{killed_run}'")}
 
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # this process's temporary folder is the killed run's
-    result = refresh_fleet([fleet], db=db_path, lake=None, datasets=["specs"], chunk_size=12, concurrency=1,
-                           staging=STAGING)
+    result = refresh_fleet([fleet], RefreshOptions(db=db_path, lake=None, datasets=["specs"], chunk_size=12, concurrency=1,
+                                                   staging=STAGING))
     assert result["status"] == "completed"
     paid = Counter(billed())
     assert set(paid) == {vin for (vin,) in read(db_path, "SELECT vin FROM fetch_status")} and len(paid) == 24

@@ -10,6 +10,7 @@ import pytest
 from connectors.sandbox import plates as sandbox_plates
 from flows.cli import main
 from flows.refresh import refresh_fleet
+from tasks.settings import RefreshOptions
 
 from .conftest import sample_rows
 
@@ -50,7 +51,7 @@ def write_fleet(tmp_path, vins: int = 6) -> tuple[str, list[str]]:
 def run(fleet, db, **kw):
     kw.setdefault("lake", None)
     kw.setdefault("chunk_size", 16)
-    return refresh_fleet([fleet], db=db, **kw)
+    return refresh_fleet([fleet], RefreshOptions(db=db, **kw))
 
 
 def test_abroad_is_not_applicable_and_plates_join_the_roster_once(service, tmp_path, db_path, read):

@@ -8,6 +8,7 @@ import pytest
 
 from connectors.sandbox import FaultConfig
 from flows.refresh import refresh_fleet
+from tasks.settings import RefreshOptions
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -18,7 +19,7 @@ PER_VIN_ENDPOINT = {"specs": "/specs", "market_value": "/v2/marketvalue", "histo
 def run(fleet, db, **kw):
     kw.setdefault("lake", None)
     kw.setdefault("chunk_size", 16)
-    return refresh_fleet([fleet], db=db, **kw)
+    return refresh_fleet([fleet], RefreshOptions(db=db, **kw))
 
 
 def test_plan_and_its_estimate_are_exact_and_a_second_run_spends_nothing(service, fleet_file, db_path, read, tmp_path):
@@ -140,11 +141,11 @@ def test_failures_land_with_reasons_and_are_retried_next_run(service, fleet_file
     rows = pl.concat([rows, rows.head(1).with_columns(pl.lit(broken).alias(vin_col))])
     path = tmp_path / "with_broken.csv"
     rows.write_csv(path)
-    first = refresh_fleet([str(path)], db=db_path, lake=None, datasets=["specs"])
+    first = refresh_fleet([str(path)], RefreshOptions(db=db_path, lake=None, datasets=["specs"]))
     assert first["datasets"]["specs"]["failed"] == 1
     failure = read(db_path, "SELECT vin, dataset, status, retryable, attempts FROM failures")
     assert failure == [(broken, "specs", 502, True, 4)]  # 1 + 3 retries, then recorded
-    refresh_fleet([str(path)], db=db_path, lake=None, datasets=["specs"])
+    refresh_fleet([str(path)], RefreshOptions(db=db_path, lake=None, datasets=["specs"]))
     assert sandbox.count("/specs") == 5 + 4 + 4  # the good VINs once; the broken one 4 attempts, twice
     assert read(db_path, "SELECT attempts FROM failures")[0][0] == 8
 

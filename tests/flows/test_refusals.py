@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 
 from flows.refresh import refresh_fleet
+from tasks.settings import RefreshOptions
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 
@@ -23,7 +24,7 @@ def run(fleet, db, **kw):
     kw.setdefault("lake", None)
     kw.setdefault("chunk_size", 8)
     kw.setdefault("concurrency", 3)
-    return refresh_fleet([fleet], db=db, **kw)
+    return refresh_fleet([fleet], RefreshOptions(db=db, **kw))
 
 
 def calls_by_endpoint(sandbox, status: int | None = None) -> Counter:

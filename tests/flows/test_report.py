@@ -29,6 +29,7 @@ import pytest
 
 from flows.cli import main
 from flows.refresh import refresh_fleet
+from tasks.settings import RefreshOptions
 from tasks.outputs.report import report_markdown, write_run_report
 from tasks.store.database import open_database
 from tasks.outputs.summary import report as print_run_summary
@@ -409,7 +410,7 @@ SCREENSHOTS = os.environ.get("FLEET_REPORT_SCREENSHOTS")
 
 def refresh_twice(sandbox: Any, fleet: str, db_path: str, lake: Path) -> tuple[dict[str, Any], str, str]:
     """Two refreshes; between them the service says a vehicle must be parked, and another got a title brand."""
-    first = refresh_fleet([fleet], db=db_path, lake=str(lake), chunk_size=50)
+    first = refresh_fleet([fleet], RefreshOptions(db=db_path, lake=str(lake), chunk_size=50))
     assert first["status"] == "completed"
     with open_published(db_path) as db:  # two vehicles the service knows
         park_vin, brand_vin = [r[0] for r in db.connection.execute(
@@ -417,7 +418,7 @@ def refresh_twice(sandbox: Any, fleet: str, db_path: str, lake: Path) -> tuple[d
             "SELECT vin FROM fetch_status WHERE dataset = 'specs' AND outcome = 'found' ORDER BY vin LIMIT 2").fetchall()]
     sandbox.set_vehicle(park_vin, recalls=[PARK_IT])
     sandbox.set_vehicle(brand_vin, title_brands=["Flood"])
-    summary = refresh_fleet([fleet], db=db_path, lake=str(lake), chunk_size=50, force=True)
+    summary = refresh_fleet([fleet], RefreshOptions(db=db_path, lake=str(lake), chunk_size=50, force=True))
     assert summary["status"] == "completed"
     return summary, park_vin, brand_vin
 

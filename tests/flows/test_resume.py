@@ -55,6 +55,7 @@ import pytest
 
 from connectors.sandbox import FaultConfig, Sandbox
 from flows.refresh import refresh_fleet
+from tasks.settings import RefreshOptions
 from tasks.ingest.fleet_files import read_fleet
 from tasks.staging.journal import read_journal
 from tasks.store.database import open_database
@@ -364,7 +365,7 @@ def _resumes_without_paying_twice(case, runs, slow_sandbox, fleet, read, monkeyp
 
     monkeypatch.setenv("VDS_BASE_URL", sandbox.url)
     monkeypatch.setenv("VDS_API_KEY", key)
-    resumed = refresh_fleet([fleet], db=db, **RUN_OPTIONS)
+    resumed = refresh_fleet([fleet], RefreshOptions(db=db, **RUN_OPTIONS))
     assert resumed["status"] == "completed"
     _same_as_uninterrupted(read, db, reference.db)
 
@@ -450,7 +451,7 @@ def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_san
     monkeypatch.setattr(tasks.steps.refresh_tasks, "land_answers", land)
     monkeypatch.setattr(tasks.store.database, "failpoint", failpoint)
     with pytest.raises(Exception, match="injected"):
-        refresh_fleet([fleet], db=db, **RUN_OPTIONS)
+        refresh_fleet([fleet], RefreshOptions(db=db, **RUN_OPTIONS))
     monkeypatch.setattr(tasks.steps.refresh_tasks, "land_answers", real_land)
     monkeypatch.setattr(tasks.store.database, "failpoint", real_failpoint)
 
@@ -459,7 +460,7 @@ def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_san
     assert saved and not saved & landed  # the refused chunk's answers: journalled, not landed
     assert read(db, "SELECT sum(units) FROM api_calls")[0][0] < slow_sandbox.units(key)  # paid, not yet recorded
 
-    resumed = refresh_fleet([fleet], db=db, **RUN_OPTIONS)
+    resumed = refresh_fleet([fleet], RefreshOptions(db=db, **RUN_OPTIONS))
     assert resumed["status"] == "completed"
     _same_as_uninterrupted(read, db, reference.db)
     valued = Counter(c["vin"] for c in _calls(slow_sandbox, key) if c["endpoint"] == "/v2/marketvalue")

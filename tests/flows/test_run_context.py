@@ -8,6 +8,7 @@ import duckdb
 import pytest
 
 from flows.refresh import refresh_fleet
+from tasks.settings import RefreshOptions
 from tasks.run import context
 from tasks.store.files import working_path
 
@@ -32,8 +33,8 @@ def connects(monkeypatch):
 def test_a_refresh_opens_its_working_store_once_whatever_the_chunk_size(service, fleet_file, tmp_path, connects,
                                                                          chunk_size):
     db = tmp_path / "fleet.duckdb"
-    summary = refresh_fleet([fleet_file(40)], db=str(db), lake=None, chunk_size=chunk_size,
-                            datasets=["specs", "market_value", "history", "recalls"])
+    summary = refresh_fleet([fleet_file(40)], RefreshOptions(db=str(db), lake=None, chunk_size=chunk_size,
+                                                             datasets=["specs", "market_value", "history", "recalls"]))
     assert summary["status"] == "completed"
     assert summary["datasets"]["specs"]["found"] + summary["datasets"]["specs"]["no_data"] == 40
     working = str(working_path(db))

@@ -12,6 +12,7 @@ import pytest
 
 from flows.cli import main
 from flows.refresh import refresh_fleet
+from tasks.settings import RefreshOptions
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 SECRET = "sk_live_LEAKCANARY_5f2e9a"
@@ -69,7 +70,8 @@ def test_the_key_is_absent_from_everything_a_run_writes(sandbox, fleet_file, tmp
     monkeypatch.setenv("VDS_API_KEY", SECRET)
     caplog.set_level(logging.DEBUG)
     db, lake = tmp_path / "fleet.duckdb", tmp_path / "lake"
-    summary = refresh_fleet([fleet_file(12)], db=str(db), lake=str(lake), datasets=["specs", "recalls", "history"])
+    summary = refresh_fleet([fleet_file(12)], RefreshOptions(db=str(db), lake=str(lake), datasets=["specs", "recalls",
+                                                             "history"]))
     assert summary["units"] > 0 and sandbox.count(key=SECRET) > 0  # the key was used...
     assert any("HTTP Request" in r.getMessage() for r in caplog.records)  # ...and request logs were scanned
     out, err = capfd.readouterr()

@@ -13,6 +13,7 @@ from prefect import Flow
 
 from flows.cli import build_parser
 from flows.serve import RECALLS_CRON, VALUES_CRON, build_deployments
+from tasks.settings import RefreshOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,12 +28,12 @@ def test_weekly_recalls_and_monthly_values_with_their_parameters(tmp_path):
     recalls, values = build_deployments(str(fleet), str(tmp_path / "fleet.duckdb"), str(tmp_path / "lake"))
     assert (recalls.name, _schedule(recalls)) == ("weekly-recalls", ("0 6 * * 1", "UTC"))
     assert (values.name, _schedule(values)) == ("monthly-values", ("0 6 1 * *", "UTC"))
-    assert recalls.parameters == {"paths": [str(fleet)], "db": str(tmp_path / "fleet.duckdb"),
-                                  "lake": str(tmp_path / "lake"), "datasets": ["recalls"],
-                                  "freshness": {"recalls": "151h"}}  # 90% of a week: each run re-checks
-    assert values.parameters["datasets"] == ["specs", "market_value", "history", "lien_theft"]
+    assert recalls.parameters == {"paths": [str(fleet)], "options": {
+        "db": str(tmp_path / "fleet.duckdb"), "lake": str(tmp_path / "lake"), "datasets": ["recalls"],
+        "fresh": {"recalls": "151h"}}}  # 90% of a week: each run re-checks
+    assert values.parameters["options"]["datasets"] == ["specs", "market_value", "history", "lien_theft"]
     assert recalls.entrypoint == values.entrypoint == "flows/refresh.py:refresh_fleet"
-    assert not any("key" in name.lower() for d in (recalls, values) for name in d.parameters)
+    assert not any("key" in name.lower() for d in (recalls, values) for name in [*d.parameters, *d.parameters["options"]])
 
 
 def test_options_change_schedules_datasets_and_make_paths_absolute(tmp_path, monkeypatch):
@@ -42,9 +43,9 @@ def test_options_change_schedules_datasets_and_make_paths_absolute(tmp_path, mon
                                         timezone="Europe/Paris")
     assert _schedule(recalls) == ("30 5 * * 2", "Europe/Paris")
     assert _schedule(values) == ("0 4 15 * *", "Europe/Paris")
-    assert values.parameters == {"paths": [str(tmp_path / "fleet.csv")], "db": str(tmp_path / "out" / "fleet.duckdb"),
-                                 "lake": None, "datasets": ["market_value"],
-                                 "freshness": {"market_value": "604h"}}  # 90% of February
+    assert values.parameters == {"paths": [str(tmp_path / "fleet.csv")], "options": {
+        "db": str(tmp_path / "out" / "fleet.duckdb"), "lake": None, "datasets": ["market_value"],
+        "fresh": {"market_value": "604h"}}}  # 90% of February
     with pytest.raises(ValueError, match="unknown dataset"):
         build_deployments("fleet.csv", value_datasets=["prices"])
     with pytest.raises(ValueError, match="cron"):
@@ -65,8 +66,8 @@ def test_prefect_yaml_describes_the_same_deployments():
     assert described.keys() == built.keys()
     for name, deployment in described.items():
         assert [(s["cron"], s["timezone"]) for s in deployment["schedules"]] == [_schedule(built[name])]
-        assert deployment["parameters"]["datasets"] == built[name].parameters["datasets"]
-        assert deployment["parameters"]["freshness"] == built[name].parameters["freshness"]
+        assert deployment["parameters"]["options"]["datasets"] == built[name].parameters["options"]["datasets"]
+        assert deployment["parameters"]["options"]["fresh"] == built[name].parameters["options"]["fresh"]
         assert deployment["entrypoint"] == built[name].entrypoint
 
 
@@ -80,6 +81,7 @@ def test_prefect_yaml_entrypoint_imports_and_takes_its_parameters():
         flow = getattr(module, name)
         assert isinstance(flow, Flow) and flow.name == "fleet-refresh"
         inspect.signature(flow.fn).bind(**deployment["parameters"])  # every parameter is one the flow takes
+        RefreshOptions.model_validate(deployment["parameters"]["options"])  # and its options are valid ones
         assert (ROOT / deployment["parameters"]["paths"][0]).is_file()
 
 

@@ -333,6 +333,7 @@ def test_a_flow_started_outside_the_cli_queues_behind_the_lock_holder(service, f
     import threading
 
     from flows.refresh import refresh_fleet
+    from tasks.settings import RefreshOptions
 
     sandbox = service("sharing_flow_queues")
     holder = _hold_elsewhere(db_path)
@@ -348,7 +349,7 @@ def test_a_flow_started_outside_the_cli_queues_behind_the_lock_holder(service, f
     watcher = threading.Thread(target=release_once_queued)
     watcher.start()
     try:
-        summary = refresh_fleet([fleet_file(10)], db=db_path, lake=None, datasets=["specs"])
+        summary = refresh_fleet([fleet_file(10)], RefreshOptions(db=db_path, lake=None, datasets=["specs"]))
     finally:
         watcher.join(timeout=DEADLINE)
         holder.kill()

@@ -37,8 +37,9 @@ OPTIONS = ["--lake", "", "--datasets", ",".join(DATASETS), "--chunk-size", "50",
 AS_A_WORKER = """
 import json, sys
 from flows.refresh import refresh_fleet
-state = refresh_fleet([sys.argv[1]], db=sys.argv[2], lake=None, datasets=sys.argv[3].split(","), chunk_size=50,
-                      concurrency=4, return_state=True)
+from tasks.settings import RefreshOptions
+options = RefreshOptions(db=sys.argv[2], lake=None, datasets=sys.argv[3].split(","), chunk_size=50, concurrency=4)
+state = refresh_fleet([sys.argv[1]], options, return_state=True)
 print(json.dumps({"state": state.type.value, "status": state.result(raise_on_failure=False)["status"]}))
 """
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from flows.refresh import refresh_fleet
+from tasks.settings import RefreshOptions
 from tasks.datasets import valuation_request
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -14,10 +15,10 @@ pytestmark = pytest.mark.usefixtures("prefect_server")
 def test_a_valuation_after_the_history_sends_the_higher_odometer(service, fleet_file, db_path, read):
     service()
     fleet = fleet_file(40)
-    assert refresh_fleet([fleet], db=db_path, lake=None, datasets=["history"])["status"] == "completed"
+    assert refresh_fleet([fleet], RefreshOptions(db=db_path, lake=None, datasets=["history"]))["status"] == "completed"
     conflicts = dict(read(db_path, "SELECT vin, latest_odometer FROM mileage_conflicts"))
     assert len(conflicts) >= 3  # the sample's first 40 vehicles hold some
-    assert refresh_fleet([fleet], db=db_path, lake=None, datasets=["market_value"])["status"] == "completed"
+    assert refresh_fleet([fleet], RefreshOptions(db=db_path, lake=None, datasets=["market_value"]))["status"] == "completed"
     sent = {vin: mileage for vin, mileage in read(db_path, "SELECT vin, mileage FROM market_values")}
     chosen = read(db_path, "SELECT m.vin, v.state, m.valuation_mileage, m.valuation_mileage_unit, v.mileage "
                            "FROM vehicle_mileage AS m JOIN vehicles AS v USING (vin) WHERE m.vin IN "

@@ -95,7 +95,7 @@ def test_a_dataset_declared_once_is_planned_fetched_landed_and_reparsed(toy, sto
     from flows.backfill import REPARSE_DATASETS
     from flows.checks import datasets as check_datasets
     from flows.refresh import ORDER as refresh_order
-    from flows.config import _datasets as config_datasets
+    from tasks.settings import RefreshOptions, check
     from tasks.steps.backfill_tasks import plan_from_frames
     from tasks.steps.backfill_tasks import parse_raw_rows
     from tasks.fetch.enrich import fetch_chunk
@@ -106,7 +106,8 @@ def test_a_dataset_declared_once_is_planned_fetched_landed_and_reparsed(toy, sto
     store.connection.execute("CREATE TABLE legacy_values (vin VARCHAR PRIMARY KEY, retail DOUBLE, "
                              "run_id VARCHAR, fetched_at TIMESTAMPTZ)")
     assert check_datasets("specs,legacy_value") == ["specs", "legacy_value"]  # `--datasets`
-    assert config_datasets(["legacy_value"], "fleet.toml") == "legacy_value"  # `datasets = [...]` in fleet.toml
+    assert check("datasets", ["legacy_value"], "fleet.toml") == ["legacy_value"]  # `datasets = [...]` in fleet.toml
+    assert RefreshOptions(datasets="legacy_value").datasets == ["legacy_value"]  # the flow's options, FLEET_DATASETS
     assert "legacy_value" in refresh_order and "legacy_value" in REPARSE_DATASETS  # the flows' lanes, `--reparse`
     assert parse_freshness({"legacy_value": "1d"})["legacy_value"] == timedelta(days=1)  # `--fresh`
     assert parse_freshness({})["legacy_value"] == timedelta(days=3)
