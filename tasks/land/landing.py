@@ -37,7 +37,8 @@ OWNERSHIP_SCHEMA: staging.Schema = {"vin": pl.String, "owner_count": pl.Int32, "
 # Which table a dataset's answers land in, and how the models stage them (the contract the SQL is held to).
 DATA_FRAMES = {
     "specs": lambda r: {"specs": staging.specs_frame(r.found)},
-    "market_value": lambda r: {"market_values": staging.market_values_frame(r.found, r.requests)},
+    "market_value": lambda r: {"market_values": staging.market_values_frame(r.found, r.requests),
+                               "trade_in_history": staging.trade_in_history_frame(r.found, r.requests)},
     "history": lambda r: {"history_reports": staging.history_frame(r.found)},
     "lien_theft": lambda r: {"lien_theft_events": staging.lien_theft_frame(r.found)},
     "ownership": lambda r: {"ownership_records": ownership_frame(r.found)},

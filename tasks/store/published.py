@@ -141,10 +141,10 @@ def publish(store: Database, db: str | Path, say: Callable[[str], None] = _stder
     return datetime.now(timezone.utc)
 
 
-def publish_file(db: str | Path) -> datetime | None:
+def publish_file(db: str | Path, say: Callable[[str], None] = _stderr) -> datetime | None:
     """Publish `db`'s working store outside any run (a database prepared by a tool or a test)."""
     with open_database(db) as store:
-        return publish(store, db)
+        return publish(store, db, say)
 
 
 # Tables a plan made read-only keeps its own (the fleet file's roster is planned as read, never landed); every other

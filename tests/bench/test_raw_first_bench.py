@@ -42,7 +42,7 @@ from tasks.fetch.enrich import fetch_chunk
 from tasks.staging.chunk import ChunkResult
 from connectors import CallRecord
 from tasks.land import shred as shredding
-from tasks import staged_chunk
+from tasks.staging import staged_chunk
 from tasks.staging.journal import AnswerJournal, read_journal
 from tasks.land.landing import land_answers, staged_answers
 from tasks.land.shred import shred, staged_tables

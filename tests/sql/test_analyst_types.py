@@ -23,7 +23,7 @@ UPGRADE_AND_DIE = """
 import os, sys
 from tasks.store.database import Database
 db = Database(sys.argv[1])
-assert 8 in db.applied
+assert 9 in db.applied
 os._exit(0)
 """
 

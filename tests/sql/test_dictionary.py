@@ -11,7 +11,7 @@ import polars as pl
 
 from tasks.store import dictionary, dictionary_files
 from tasks.store.database import open_database
-from tasks.store.published import publish
+from tasks.store.published import publish_file as publish
 
 VIN = "1HGCM82633A004352"
 

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from tasks.store.database import open_database
-from tasks.store.published import publish
+from tasks.store.published import publish_file as publish
 
 VINS = ["1HGCM82633A004352", "WBA3A5C56G0915102"]
 

@@ -19,9 +19,10 @@ from connectors import RetryPolicy, Settings
 from connectors.sandbox import SandboxConfig, run_sandbox
 from tasks.control.calls import Calls
 from tasks.fetch.enrich import fetch_chunk
-from tasks import staged_chunk
+from tasks.staging import staged_chunk
 from tasks.staging.journal import AnswerJournal, read_journal
-from tasks.land.landing import land_answers, land_enrichment, land_journals
+from tasks.land.landing import land_answers, land_enrichment
+from tasks.land.recover import land_journals
 from tasks.land.shred import staged_tables
 from tasks.staging.staged_chunk import StagedTables
 from tasks.store.database import open_database
