@@ -498,7 +498,7 @@ def test_every_refresh_writes_the_report_and_chromium_shows_the_databases_figure
 
         assert (int(page.value("vehicle-count")), int(page.value("open-recalls")), int(page.value("vehicles-to-park"))) == (
             n["vehicles"], n["open_recalls"], n["to_park"])
-        assert float(page.value("total-value")) == pytest.approx(n["total"], rel=1e-12)  # summed in another order
+        assert float(page.value("total-value")) == pytest.approx(float(n["total"]), rel=1e-12)  # summed in another order
         assert (page.text("vehicle-count"), page.text("total-value"), page.text("vehicles-to-park")) == (
             f"{n['vehicles']:,}", f"${n['total']:,.0f}", f"{n['to_park']:,}")
         assert len(page.column("table-vehicles-to-park", 0)) == n["park_rows"]
