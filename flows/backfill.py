@@ -243,7 +243,7 @@ def _check_what_to_do(args: argparse.Namespace, datasets: list[str] | None,
             return _fail("no VINs given")
     if args.failures_of and not db.query("run_started_at", run_id=args.failures_of).height:
         return _fail(f"no run {args.failures_of!r} in {args.db}")
-    return vins, _nothing_to_do(db, args, datasets)
+    return vins, _nothing_to_do(db, args, datasets, current(run_id).staging.root)
 
 
 def _run_flow(args: argparse.Namespace, datasets: list[str] | None, run_id: str, vins: list[str] | None) -> int:
@@ -286,7 +286,7 @@ def _run_flow(args: argparse.Namespace, datasets: list[str] | None, run_id: str,
     return exit_code(summary)
 
 
-def _nothing_to_do(db: Any, args: argparse.Namespace, datasets: list[str] | None) -> str | None:
+def _nothing_to_do(db: Any, args: argparse.Namespace, datasets: list[str] | None, staging: Path) -> str | None:
     """Why a backfill of failures, or a re-parse, has nothing to do (None when it has something).
 
     The same queries the flows plan with (`failed_vins`, `raw_response_counts`). Answers a killed run
@@ -294,8 +294,8 @@ def _nothing_to_do(db: Any, args: argparse.Namespace, datasets: list[str] | None
     """
     from tasks.staging.journal import leftover_journals
 
-    if next(leftover_journals(Path(args.db).resolve().parent / "staging"), None) is not None:
-        return None  # the staging folder of tasks/steps/refresh_tasks.py `staging_dir`
+    if next(leftover_journals(staging), None) is not None:  # the run context's staging area
+        return None
     if args.reparse:
         held = dict(db.query("raw_response_counts").iter_rows())
         if any(held.get(d) for d in datasets or REPARSE_DATASETS):

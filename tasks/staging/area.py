@@ -167,3 +167,10 @@ class StagingArea:
         """The run is over: its due lists go; answers not landed stay for the next run."""
         if not self.has_journals():
             shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def journal_folder(target: str, run_id: str) -> Path:
+    """Where a fetch task journals its chunk for `target` (`StagingArea.fetch_target`): that folder, or, bound for
+    object storage, this machine's scratch folder laid out as the staging area (a chunk killed mid-fetch
+    leaves its journal where the next run on this machine finds it)."""
+    return scratch_root() / run_id / ANSWERS if is_remote(target) else Path(target)

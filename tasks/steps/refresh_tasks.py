@@ -37,7 +37,7 @@ from tasks.control.calls import Calls
 from tasks.staging.chunk import ChunkResult
 from tasks.control.failpoints import failpoint
 from tasks.ingest.fleet_files import read_fleet
-from tasks.staging.journal import AnswerJournal, answers_dir, read_journal, worth_landing
+from tasks.staging.journal import AnswerJournal, read_journal, worth_landing
 from tasks.land.landing import land_answers, remove_staged, staged_at
 from tasks.fetch.lanes import fetch_turn
 from tasks.control.logtext import fields
@@ -54,7 +54,7 @@ from tasks.land.shred import staged_tables
 from tasks.staging.staged_chunk import StagedTables
 from tasks.staging.staged_chunk import location as tables_location
 from tasks.staging.staged_chunk import write as write_tables
-from tasks.staging.area import is_remote, opened, publish, scratch_root
+from tasks.staging.area import journal_folder, opened, publish
 from tasks.outputs.summary import plan_text, summary_markdown
 
 
@@ -194,10 +194,10 @@ def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int
     database.
 
     `staging` is the run's local answers folder, or an object-storage prefix (tasks/staging/area.py):
-    then the journal is written in this machine's scratch folder (`staging_store.scratch_root`) and put
+    then the journal is written in this machine's scratch folder (`tasks/staging/area.py` `journal_folder`) and put
     there once the chunk is done; a chunk killed before leaves it to the next run on this machine.
     """
-    folder = answers_dir(scratch_root() / run_id) if is_remote(staging) else Path(staging)
+    folder = journal_folder(staging, run_id)
     with fetch_turn(run_id, dataset) as lane:  # retries still waiting may be handed to the next chunk
         calls = _calls(run_id, concurrency, budget_left, dataset)
         with AnswerJournal.create(folder, run_id, dataset, secrets=(calls.settings.api_key or "",)) as journal:
