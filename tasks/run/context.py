@@ -176,11 +176,6 @@ def hold_run(db: str | Path, run_id: str, command: str, *, wait: bool = False,
     return RunSession(db, context, True)
 
 
-def holding(db: str | Path) -> bool:
-    """Whether this process holds `db`'s run lock (only the holder may clear other runs' staging)."""
-    return runlock.held_here(db) is not None
-
-
 def holds_run_lock(command: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Make a flow take its database's lock for its whole run (a no-op hold when `fleet` took it already).
 

@@ -76,11 +76,6 @@ FLUSH_INTERVAL = 0.02
 Call = tuple[str, CallRecord, datetime, Any]  # as in ChunkResult.calls: (call_id, record, called_at, batch)
 
 
-def answers_dir(run_staging: Path) -> Path:
-    """Where a run's journals live, inside the run's staging folder."""
-    return run_staging / "answers"
-
-
 class AnswerJournal:
     """Append-only writer of one chunk's journal. Not thread-safe: one chunk's event loop writes it."""
 
@@ -340,6 +335,3 @@ def worth_landing(answers: pa.Table) -> bool:
     return bool(pc.any(pc.is_valid(answers.column("call_id"))).as_py()
                 or pc.any(pc.equal(answers.column("outcome"), "failed")).as_py())
 
-
-def has_journals(run_staging: Path) -> bool:
-    return any(answers_dir(run_staging).glob(f"*{SUFFIX}"))
