@@ -101,7 +101,7 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
             if not args.json:
                 print(preview.plan, file=sys.stderr, flush=True)
             # Nothing due: answered here, with no service and no Prefect server to start (tasks/steps/refresh_steps.py).
-            idle = _answer_without_calls(args, options, run_id) if preview.nothing_due else None
+            idle = _answer_without_calls(fleet, args, options, run_id) if preview.nothing_due else None
             if idle is not None:
                 report(idle, args.json)
                 return exit_code(idle)
@@ -127,11 +127,12 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
     return exit_code(summary)
 
 
-def _answer_without_calls(args: argparse.Namespace, options: RefreshOptions, run_id: str) -> dict[str, Any] | None:
+def _answer_without_calls(fleet: IngestResult, args: argparse.Namespace, options: RefreshOptions,
+                          run_id: str) -> dict[str, Any] | None:
     from tasks.run.context import current
     from tasks.steps.refresh_steps import answer_without_calls
 
-    return answer_without_calls(current(run_id), args.paths, options)
+    return answer_without_calls(current(run_id), fleet, args.paths, options)
 
 
 def start_prefect() -> None:

@@ -14,7 +14,7 @@ from tasks.control import stops
 from tasks.control.failpoints import failpoint
 from tasks.fetch.lanes import forget_run
 from tasks.ingest.plates import settle_at_ingest
-from tasks.ingest.fleet_files import IngestResult, read_fleet
+from tasks.ingest.fleet_files import IngestResult
 from tasks.outputs.changes import lead_with_changes, run_changes
 from tasks.outputs.report import write_run_report
 from tasks.outputs.todo import todo_path
@@ -95,15 +95,15 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
     return summary, report
 
 
-def answer_without_calls(run: RunContext, paths: list[str], options: RefreshOptions) -> dict[str, Any] | None:
+def answer_without_calls(run: RunContext, fleet: IngestResult, paths: list[str],
+                         options: RefreshOptions) -> dict[str, Any] | None:
     """A refresh whose plan has nothing due, answered in this process without Prefect; None if something is due.
 
     The caller saw nothing due in the published database (the dry run's plan); the working store has
     the last word. It plans from the roster as read, before landing anything: should something be due
     after all (a killed run's answers landed, a stale published file), nothing of this run is recorded
-    and the caller runs the flow.
+    and the caller runs the flow. `fleet`: the files as the command read them (`read_fleet`), not read again.
     """
-    fleet = read_fleet(paths, vin_column=options.vin_column)
     roster, rejected, counts = settle(run, fleet, options.plates)  # plates needing a lookup are staged: the plan counts them
     made, _ = plan(run, options.datasets, options.force, options.fresh or None, roster=roster)
     if made.plates or any(d.due for d in made.datasets.values()):
