@@ -110,8 +110,9 @@ def current(run_id: str) -> RunContext:
 class RunSession:
     """One hold on a database's lock; leaving the outermost one publishes, closes the store and releases."""
 
-    def __init__(self, db: str, context: RunContext, outermost: bool):
+    def __init__(self, db: str, context: RunContext, outermost: bool, alias: str | None = None):
         self.db, self.context, self.outermost = db, context, outermost
+        self.alias = alias  # a nested hold's own run id for the same context, forgotten when it is left
 
     @property
     def progress(self) -> ProgressFile:
@@ -122,6 +123,8 @@ class RunSession:
 
     def __exit__(self, *exc: object) -> None:
         if not self.outermost:
+            if self.alias is not None:
+                _contexts.pop(self.alias, None)
             runlock.release(self.db)
             return
         context = self.context
@@ -154,8 +157,9 @@ def hold_run(db: str | Path, run_id: str, command: str, *, wait: bool = False,
     outermost = runlock.acquire(db, run_id, command, wait=wait, on_wait=waiting, say=say)
     if not outermost:
         held = _contexts[_key(db)]
-        _contexts.setdefault(run_id, held)  # a flow given its own id under a command's hold
-        return RunSession(db, held, False)
+        alias = run_id if run_id not in _contexts else None  # a flow given its own id under a command's hold
+        _contexts.setdefault(run_id, held)
+        return RunSession(db, held, False, alias)
     context: RunContext | None = None
     try:
         holder = runlock.held_here(db)
