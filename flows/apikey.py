@@ -15,8 +15,8 @@ import contextlib
 from typing import Any
 from collections.abc import Iterator
 
-from connectors import Settings
-from tasks.settings import exported
+from fleet_data.connectors import Settings
+from fleet_data.tasks.settings import exported
 
 SECRET_BLOCK = "vds-api-key"
 

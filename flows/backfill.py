@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any, TypedDict
 
-from tasks.plan.due import ALL_DATASETS, DEFAULT_DATASETS
-from tasks.settings import BackfillOptions
-from tasks.datasets import LiveNames, names
+from fleet_data.tasks.plan.due import ALL_DATASETS, DEFAULT_DATASETS
+from fleet_data.tasks.settings import BackfillOptions
+from fleet_data.tasks.datasets import LiveNames, names
 
 from .config import add_flags
 from .exitcodes import CANCELLED
@@ -51,8 +51,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from prefect import flow
 
-    from tasks.run.context import holds_run_lock
-    from tasks.control.signals import cancellable
+    from fleet_data.tasks.run.context import holds_run_lock
+    from fleet_data.tasks.control.signals import cancellable
 
     from .naming import as_flow_run, records_failure, run_name
 
@@ -66,15 +66,15 @@ def __getattr__(name: str) -> Any:
 
 def _backfill_fleet(options: BackfillOptions | None = None, run_id: str | None = None) -> dict[str, Any]:
     """Fetch `options.datasets` again for the chosen VINs (tasks/settings.py `BackfillOptions`)."""
-    from tasks.steps.backfill_tasks import FETCHED_AS, plan_backfill, record_recall_checks
-    from tasks.plan.due import Plan
-    from tasks.steps.refresh_tasks import fetch_dataset_chunk, finish_refresh
+    from fleet_data.tasks.steps.backfill_tasks import FETCHED_AS, plan_backfill, record_recall_checks
+    from fleet_data.tasks.plan.due import Plan
+    from fleet_data.tasks.steps.refresh_tasks import fetch_dataset_chunk, finish_refresh
 
-    from tasks.control.signals import cancelled
-    from tasks.control.stops import CANCELLED
-    from tasks.outputs.summary import budget_left, final_status, record_chunk, start_summary
+    from fleet_data.tasks.control.signals import cancelled
+    from fleet_data.tasks.control.stops import CANCELLED
+    from fleet_data.tasks.outputs.summary import budget_left, final_status, record_chunk, start_summary
 
-    from tasks.run.context import new_run_id
+    from fleet_data.tasks.run.context import new_run_id
 
     from .refresh import ORDER
 
@@ -116,12 +116,12 @@ def _reparse_raw_responses(
     run_id: str | None = None,
 ) -> dict[str, Any]:
     """Rebuild the tables of `datasets` from stored raw answers (after a model or schema change); no HTTP call."""
-    from tasks.steps.backfill_tasks import reparse_chunk, start_reparse
-    from tasks.steps.refresh_tasks import finish_refresh
-    from tasks.control.signals import cancelled
-    from tasks.outputs.summary import add_counts
+    from fleet_data.tasks.steps.backfill_tasks import reparse_chunk, start_reparse
+    from fleet_data.tasks.steps.refresh_tasks import finish_refresh
+    from fleet_data.tasks.control.signals import cancelled
+    from fleet_data.tasks.outputs.summary import add_counts
 
-    from tasks.run.context import new_run_id
+    from fleet_data.tasks.run.context import new_run_id
 
     run_id = run_id or new_run_id()
     chosen = list(datasets or REPARSE_DATASETS)
@@ -177,8 +177,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_backfill(args: argparse.Namespace) -> int:
-    from tasks.store import files as store
-    from tasks.run.context import new_run_id
+    from fleet_data.tasks.store import files as store
+    from fleet_data.tasks.run.context import new_run_id
 
     from .checks import check_backfill, datasets as check_datasets
 
@@ -202,7 +202,7 @@ def run_backfill(args: argparse.Namespace) -> int:
 
 
 def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None, run_id: str) -> int:
-    from tasks.store.database import DatabaseError
+    from fleet_data.tasks.store.database import DatabaseError
 
     try:
         checked = _check_what_to_do(args, datasets, run_id)
@@ -225,12 +225,12 @@ def _check_what_to_do(args: argparse.Namespace, datasets: list[str] | None,
                       run_id: str) -> int | tuple[list[str] | None, str | None]:
     """The VINs to backfill (checked against the roster) and why there is nothing to do, if so; an exit code
     when the request cannot be done."""
-    from tasks.run.context import current
+    from fleet_data.tasks.run.context import current
 
     vins = None
     db = current(run_id).store  # the run context's store, held since the lock was taken
     if args.vins or args.vins_file:
-        from tasks.steps.backfill_tasks import check_vins, read_vins_file  # imports Prefect: a flow will run
+        from fleet_data.tasks.steps.backfill_tasks import check_vins, read_vins_file  # imports Prefect: a flow will run
 
         given = [v for item in args.vins for v in item.split(",") if v.strip()]
         if args.vins_file:
@@ -247,10 +247,10 @@ def _check_what_to_do(args: argparse.Namespace, datasets: list[str] | None,
 
 
 def _run_flow(args: argparse.Namespace, datasets: list[str] | None, run_id: str, vins: list[str] | None) -> int:
-    from tasks.control import progress
-    from tasks.control.signals import RunCancelled, cancel_on_signals
-    from tasks.outputs.summary import report
-    from tasks.store.database import DatabaseError
+    from fleet_data.tasks.control import progress
+    from fleet_data.tasks.control.signals import RunCancelled, cancel_on_signals
+    from fleet_data.tasks.outputs.summary import report
+    from fleet_data.tasks.store.database import DatabaseError
 
     bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
     try:
@@ -292,7 +292,7 @@ def _nothing_to_do(db: Any, args: argparse.Namespace, datasets: list[str] | None
     The same queries the flows plan with (`failed_vins`, `raw_response_counts`). Answers a killed run
     left in its journals could hold failures: while any wait to land, the flow runs (and lands them).
     """
-    from tasks.staging.journal import leftover_journals
+    from fleet_data.tasks.staging.journal import leftover_journals
 
     if next(leftover_journals(staging), None) is not None:  # the run context's staging area
         return None

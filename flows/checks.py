@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlsplit
 
-from tasks.settings import SettingsError
+from fleet_data.tasks.settings import SettingsError
 
 from .exitcodes import BUG, BUSY, CANCELLED, PARTIAL, REFUSED, USAGE
 
@@ -51,7 +51,7 @@ def check_refresh(args: argparse.Namespace) -> None:
     if args.webhook_listen:
         webhook_listen(args.webhook_listen)
     if args.notify:
-        from connectors.notify import NotifyError, validate_url
+        from fleet_data.connectors.notify import NotifyError, validate_url
 
         try:
             validate_url(args.notify)
@@ -86,7 +86,7 @@ def check_serve(args: argparse.Namespace) -> None:
 
 
 def datasets(text: str, allowed: Sequence[str] | None = None) -> list[str]:
-    from tasks.plan.due import ALL_DATASETS
+    from fleet_data.tasks.plan.due import ALL_DATASETS
 
     allowed = allowed or ALL_DATASETS
     chosen = [d.strip() for d in (text or "").split(",") if d.strip()]
@@ -134,8 +134,8 @@ def new_database_vins(db: str, given: list[str]) -> None:
 
     With a database, VINs on its roster are accepted whatever they look like: that check runs under the lock.
     """
-    from tasks.store.files import exists
-    from tasks.ingest.vins import reject_reason
+    from fleet_data.tasks.store.files import exists
+    from fleet_data.tasks.ingest.vins import reject_reason
 
     if exists(db):
         return
@@ -204,8 +204,8 @@ def readable_file(path: str, what: str) -> None:
 
 def service(needs_calls: bool) -> None:
     """Settings that can work: a key where a call is needed, a base URL that is an http(s) URL."""
-    from connectors import Settings
-    from tasks.settings import process_settings
+    from fleet_data.connectors import Settings
+    from fleet_data.tasks.settings import process_settings
 
     process_settings()  # FLEET_PUBLISH_SECONDS and the like: refused (naming the variable) before anything starts
     try:

@@ -108,7 +108,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def _run_sandbox(args: argparse.Namespace) -> int:
-    from connectors.sandbox.__main__ import main as sandbox_main
+    from fleet_data.connectors.sandbox.__main__ import main as sandbox_main
 
     return sandbox_main(args.sandbox_args) or 0
 

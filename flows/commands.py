@@ -7,15 +7,15 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tasks.settings import RefreshOptions, exported
+from fleet_data.tasks.settings import RefreshOptions, exported
 
 from .checks import CommandError, check_refresh
 from .config import add_flags
 from .exitcodes import CANCELLED
 
 if TYPE_CHECKING:
-    from tasks.control import progress
-    from tasks.ingest.fleet_files import IngestResult
+    from fleet_data.tasks.control import progress
+    from fleet_data.tasks.ingest.fleet_files import IngestResult
 
 from .locking import add_wait_flag, hold_or_refuse
 from .outcome import exit_code
@@ -38,7 +38,7 @@ def refresh_options(args: argparse.Namespace) -> RefreshOptions:
 
 
 def run_refresh(args: argparse.Namespace) -> int:
-    from tasks.ingest.fleet_files import FleetFileError, read_fleet
+    from fleet_data.tasks.ingest.fleet_files import FleetFileError, read_fleet
 
     check_refresh(args)  # paths, addresses, settings: refused here, before anything is written or started
     options = refresh_options(args)
@@ -49,7 +49,7 @@ def run_refresh(args: argparse.Namespace) -> int:
         fleet = read_fleet(args.paths, vin_column=options.vin_column)
     except FleetFileError as exc:
         raise CommandError(str(exc)) from None
-    from tasks.run.context import new_run_id
+    from fleet_data.tasks.run.context import new_run_id
 
     if options.dry_run:  # needs no lock, no service and no Prefect: the plan, from the published database read-only
         return _dry_run(args, options, fleet, new_run_id())
@@ -63,15 +63,15 @@ def run_refresh(args: argparse.Namespace) -> int:
 
 
 def _preview(fleet: IngestResult, options: RefreshOptions, run_id: str) -> Any:
-    from tasks.outputs.preview import preview_refresh
+    from fleet_data.tasks.outputs.preview import preview_refresh
 
     return preview_refresh(fleet, options.db, run_id, options.datasets, force=options.force,
                            freshness=options.fresh or None, plates=options.plates, max_units=options.max_units)
 
 
 def _dry_run(args: argparse.Namespace, options: RefreshOptions, fleet: IngestResult, run_id: str) -> int:
-    from tasks.store.database import DatabaseError
-    from tasks.outputs.summary import report
+    from fleet_data.tasks.store.database import DatabaseError
+    from fleet_data.tasks.outputs.summary import report
 
     try:
         preview = _preview(fleet, options, run_id)
@@ -84,11 +84,11 @@ def _dry_run(args: argparse.Namespace, options: RefreshOptions, fleet: IngestRes
 
 
 def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run_id: str, fleet: IngestResult) -> int:
-    from tasks.control import progress
-    from tasks.ingest.fleet_files import FleetFileError
-    from tasks.control.signals import RunCancelled, cancel_on_signals
-    from tasks.store.database import DatabaseError
-    from tasks.outputs.summary import report
+    from fleet_data.tasks.control import progress
+    from fleet_data.tasks.ingest.fleet_files import FleetFileError
+    from fleet_data.tasks.control.signals import RunCancelled, cancel_on_signals
+    from fleet_data.tasks.store.database import DatabaseError
+    from fleet_data.tasks.outputs.summary import report
 
     bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
     window = "off" if options.retry_window is None else str(options.retry_window)
@@ -129,8 +129,8 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
 
 def _answer_without_calls(fleet: IngestResult, args: argparse.Namespace, options: RefreshOptions,
                           run_id: str) -> dict[str, Any] | None:
-    from tasks.run.context import current
-    from tasks.steps.refresh_steps import answer_without_calls
+    from fleet_data.tasks.run.context import current
+    from fleet_data.tasks.steps.refresh_steps import answer_without_calls
 
     return answer_without_calls(current(run_id), fleet, args.paths, options)
 

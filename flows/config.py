@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Literal, Union, get_args, get_origin
 
-from tasks.settings import (
+from fleet_data.tasks.settings import (
     ENV_PREFIX,
     FILE_NAME,
     SettingsError,
@@ -49,7 +49,7 @@ def add_flags(parser: argparse.ArgumentParser, command: str) -> None:
         default = info.get_default(call_default_factory=True)
         text = info.description or ""
         if name == "datasets":
-            from tasks.plan.due import ALL_DATASETS
+            from fleet_data.tasks.plan.due import ALL_DATASETS
 
             text += f"; from: {', '.join(ALL_DATASETS)}"
         if default not in (None, {}, "") and not isinstance(default, bool):

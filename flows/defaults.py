@@ -3,6 +3,6 @@
 Declared with the options they are the defaults of, in tasks/settings.py.
 """
 
-from tasks.settings import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE
+from fleet_data.tasks.settings import DEFAULT_DB, DEFAULT_LAKE, DEFAULT_VALUE_MOVE
 
 __all__ = ["DEFAULT_DB", "DEFAULT_LAKE", "DEFAULT_VALUE_MOVE"]

@@ -32,10 +32,10 @@ from typing import Any
 
 from prefect.futures import PrefectFuture
 
-from tasks.control import progress
-from tasks.steps.refresh_tasks import fetch_staged_chunk, land_staged_chunk
-from tasks.plan.due import read_slice
-from tasks.staging.area import StagingArea
+from fleet_data.tasks.control import progress
+from fleet_data.tasks.steps.refresh_tasks import fetch_staged_chunk, land_staged_chunk
+from fleet_data.tasks.plan.due import read_slice
+from fleet_data.tasks.staging.area import StagingArea
 
 
 @dataclass

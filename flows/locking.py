@@ -10,14 +10,14 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tasks.run.context import RunSession
+    from fleet_data.tasks.run.context import RunSession
 
 
 def hold_or_refuse(db: str, run_id: str, command: str, wait: bool) -> "RunSession | int":
     """The held session; a CommandError (exit code 75 when another run holds `db`) when it cannot be taken."""
-    from tasks.run.lock import EX_TEMPFAIL, RunLocked
-    from tasks.run.context import hold_run
-    from tasks.store.database import DatabaseError
+    from fleet_data.tasks.run.lock import EX_TEMPFAIL, RunLocked
+    from fleet_data.tasks.run.context import hold_run
+    from fleet_data.tasks.store.database import DatabaseError
 
     from .checks import CommandError
 

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from connectors import ENDPOINTS, VehicleDataClient
-from connectors.errors import VehicleDataError
+from fleet_data.connectors import ENDPOINTS, VehicleDataClient
+from fleet_data.connectors.errors import VehicleDataError
 
 from .target import service_settings
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from uuid import UUID
 
-from tasks.run.context import new_run_id
-from tasks.settings import option_argument
+from fleet_data.tasks.run.context import new_run_id
+from fleet_data.tasks.settings import option_argument
 
 from .apikey import key_for_this_run
 
@@ -48,7 +48,7 @@ def run_name() -> str:
 
 def run_tags(arguments: dict[str, Any]) -> list[str]:
     """`fleet-file:<name>` for each fleet file (as given: a file, folder or glob), `dataset:<name>` for each dataset."""
-    from tasks.plan.due import DEFAULT_DATASETS
+    from fleet_data.tasks.plan.due import DEFAULT_DATASETS
 
     files = [f"fleet-file:{Path(str(p)).name}" for p in arguments.get("paths") or []]
     datasets = option_argument(arguments, "datasets") or (DEFAULT_DATASETS if "paths" in arguments else [])
@@ -125,8 +125,8 @@ def records_failure(fn: F) -> F:
 
 def failure_message(exc: BaseException) -> str:
     """`Type: message` on one line, cut short, a key in a URL or the key itself redacted (never expected there)."""
-    from connectors import Settings
-    from connectors.redact import redact_text
+    from fleet_data.connectors import Settings
+    from fleet_data.connectors.redact import redact_text
 
     key = Settings.from_env().api_key
     text = redact_text(" ".join(f"{type(exc).__name__}: {exc}".split()), (key,) if key else ())
@@ -134,7 +134,7 @@ def failure_message(exc: BaseException) -> str:
 
 
 def _record_failure(db: str, run_id: str, exc: BaseException) -> None:
-    from tasks.run.context import current
+    from fleet_data.tasks.run.context import current
 
     try:
         current(run_id).store.fail_run(run_id, failure_message(exc), datetime.now(UTC))

@@ -14,19 +14,19 @@ from typing import Any
 from prefect import flow
 from prefect.futures import as_completed
 
-from flows.fetchers import Fetchers, chunk_counts
-from flows.naming import as_flow_run, records_failure, run_name
-from flows.processes import die_with_parent_process
+from fleet_data.flows.fetchers import Fetchers, chunk_counts
+from fleet_data.flows.naming import as_flow_run, records_failure, run_name
+from fleet_data.flows.processes import die_with_parent_process
 
-from tasks.datasets import LiveNames, names
-from tasks.plan.due import Plan
-from tasks.settings import RefreshOptions
-from tasks.control.stops import CANCELLED, for_run
-from tasks.run.context import current, holds_run_lock, new_run_id
-from tasks.control.signals import cancellable, cancelled
-from tasks.outputs.summary import (add_counts, budget_left, final_status, record_batch, record_chunk, record_plates, replan,
+from fleet_data.tasks.datasets import LiveNames, names
+from fleet_data.tasks.plan.due import Plan
+from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.control.stops import CANCELLED, for_run
+from fleet_data.tasks.run.context import current, holds_run_lock, new_run_id
+from fleet_data.tasks.control.signals import cancellable, cancelled
+from fleet_data.tasks.outputs.summary import (add_counts, budget_left, final_status, record_batch, record_chunk, record_plates, replan,
                            start_summary)
-from tasks.steps.refresh_tasks import (
+from fleet_data.tasks.steps.refresh_tasks import (
     check_recalls,
     finish_refresh,
     ingest_fleet,

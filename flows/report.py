@@ -27,9 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run_report(args: argparse.Namespace) -> int:
     import duckdb
 
-    from tasks.outputs.report import build_report, write_report_files
-    from tasks.store.database import DatabaseError
-    from tasks.store.published import open_published
+    from fleet_data.tasks.outputs.report import build_report, write_report_files
+    from fleet_data.tasks.store.database import DatabaseError
+    from fleet_data.tasks.store.published import open_published
 
     if not Path(args.db).is_file():  # only the published file: the working store is the runs' own
         print(f"error: {args.db}: no such database (run `fleet refresh` first, or pass --db)", file=sys.stderr)

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tasks.datasets import LiveNames, scheduled
-from tasks.plan.due import ALL_DATASETS
+from fleet_data.tasks.datasets import LiveNames, scheduled
+from fleet_data.tasks.plan.due import ALL_DATASETS
 from .config import add_flags
 from .defaults import DEFAULT_DB, DEFAULT_LAKE
 
@@ -70,7 +70,7 @@ def build_deployments(
 
 def deployment_options(**options: Any) -> dict[str, Any]:
     """A deployment's `options` parameter: what it sets, checked by the model (JSON, as Prefect stores it)."""
-    from tasks.settings import RefreshOptions
+    from fleet_data.tasks.settings import RefreshOptions
 
     return RefreshOptions.model_validate(options).model_dump(mode="json", include=set(options))
 
@@ -87,7 +87,7 @@ def scheduled_freshness(cron: str, timezone: str, datasets: list[str]) -> dict[s
 
     from prefect.server.schemas.schedules import CronSchedule
 
-    from tasks.plan.due import DEFAULT_FRESHNESS
+    from fleet_data.tasks.plan.due import DEFAULT_FRESHNESS
 
     fire_times = asyncio.run(CronSchedule(cron=cron, timezone=timezone).get_dates(n=13))
     gap = min(b - a for a, b in zip(fire_times, fire_times[1:]))
@@ -148,7 +148,7 @@ def run_serve(args: argparse.Namespace) -> int:
     # Flow runs inherit this process's environment: the key (or the embedded sandbox's URL) travels there,
     # never as a deployment parameter. With neither set, a Prefect Secret block holding the key means the
     # real service (each run reads the block: flows/apikey.py); only without one is the sandbox started.
-    from connectors import Settings
+    from fleet_data.connectors import Settings
 
     from .apikey import secret_block_key
 

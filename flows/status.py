@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tasks.plan.due import DEFAULT_DATASETS
+from fleet_data.tasks.plan.due import DEFAULT_DATASETS
 from .config import add_flags
 
 BATCH_COLUMNS = ("batch_id", "status", "submitted_at", "total_vins", "processed_vins", "vins_count", "run_id", "fetched_at")
@@ -38,8 +38,8 @@ def month_start(now: datetime | None = None) -> datetime:
 
 def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> dict[str, Any]:
     """The status as plain values (what `--json` prints)."""
-    from tasks.run.progressfile import live_run
-    from tasks.store.published import open_published
+    from fleet_data.tasks.run.progressfile import live_run
+    from fleet_data.tasks.store.published import open_published
 
     since = month_start(now)
     # Looked at before and after reading the snapshot: a run that ends (or starts) meanwhile is
@@ -75,8 +75,8 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
 def _unanswered(db: Any, datasets: list[str]) -> dict[str, tuple[int, int]]:
     """Per dataset, the roster VINs never answered: (outside its markets, inside them), by the plan's rule
     (tasks/ingest/markets.py, the registry's markets) over the roster's few distinct market groups."""
-    from tasks.datasets import REGISTRY
-    from tasks.ingest.markets import applies, with_market
+    from fleet_data.tasks.datasets import REGISTRY
+    from fleet_data.tasks.ingest.markets import applies, with_market
 
     groups = db.query("status_roster_markets", datasets=datasets)
     if not groups.height:
@@ -97,7 +97,7 @@ def _unanswered(db: Any, datasets: list[str]) -> dict[str, tuple[int, int]]:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from tasks.store.database import DatabaseError
+    from fleet_data.tasks.store.database import DatabaseError
 
     from .checks import CommandError, check_status
 

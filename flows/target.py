@@ -13,8 +13,8 @@ import sys
 from dataclasses import replace
 from typing import Iterator
 
-from connectors import Settings
-from tasks.settings import exported
+from fleet_data.connectors import Settings
+from fleet_data.tasks.settings import exported
 
 SANDBOX_KEY = "sandbox_demo_key"
 
@@ -27,7 +27,7 @@ def service_settings(settings: Settings | None = None, *, announce: bool = True)
             raise SystemExit("error: VDS_API_KEY is set but VDS_BASE_URL is not; set the service's base URL")
         yield settings
         return
-    from connectors.sandbox import SandboxConfig, run_sandbox
+    from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
 
     # On loopback the sandbox may call back a local webhook receiver over plain HTTP.
     with run_sandbox(SandboxConfig(insecure_webhooks=True)) as sandbox:

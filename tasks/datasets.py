@@ -20,7 +20,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
 
-from connectors import ENDPOINTS, AsyncVehicleDataClient
+from fleet_data.connectors import ENDPOINTS, AsyncVehicleDataClient
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 

@@ -36,7 +36,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 if TYPE_CHECKING:
-    from connectors.config import ServiceSettings  # imported when read: httpx is slow to import
+    from fleet_data.connectors.config import ServiceSettings  # imported when read: httpx is slow to import
 
 DEFAULT_DB = "data/fleet.duckdb"
 DEFAULT_LAKE = "data/lake"
@@ -131,7 +131,7 @@ def duration(value: Any) -> float | None:
 
 def dataset_list(value: Any) -> list[str]:
     """Names from the registry (tasks/datasets.py), as a list or comma-separated; none given: the defaults."""
-    from tasks.datasets import ALL_DATASETS, DEFAULT_DATASETS
+    from fleet_data.tasks.datasets import ALL_DATASETS, DEFAULT_DATASETS
 
     chosen = [d.strip() for d in value.split(",")] if isinstance(value, str) else value
     if not isinstance(chosen, (list, tuple)) or not all(isinstance(d, str) for d in chosen):
@@ -144,7 +144,7 @@ def dataset_list(value: Any) -> list[str]:
 
 def fresh_windows(value: Any) -> dict[str, str]:
     """`{dataset: "14d"}`, or `dataset=14d,...` (a variable); checked with the plan's own grammar."""
-    from tasks.datasets import parse_freshness
+    from fleet_data.tasks.datasets import parse_freshness
 
     if value is None:
         return {}
@@ -507,7 +507,7 @@ def process_settings() -> ProcessSettings:
 
 
 def service_settings() -> ServiceSettings:
-    from connectors.config import ServiceSettings
+    from fleet_data.connectors.config import ServiceSettings
 
     try:
         return ServiceSettings()
@@ -587,7 +587,7 @@ def options_table(commands: Sequence[str] = COMMANDS) -> str:
 
 def environment_table() -> str:
     """The README's table of what the environment alone sets: the service (VDS_*) and the process (FLEET_*)."""
-    from connectors.config import ServiceSettings
+    from fleet_data.connectors.config import ServiceSettings
 
     rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
     for prefix, model in (("VDS_", ServiceSettings), (ENV_PREFIX, ProcessSettings)):

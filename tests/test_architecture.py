@@ -13,6 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("connectors", "tasks", "flows")
+HOME = "fleet_data"  # the one import name of the installed code (pyproject.toml maps it to the checkout's root)
 
 # Highest first: a module may import from its own layer or any layer below it.
 LAYERS: list[tuple[str, ...]] = [
@@ -69,6 +70,7 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
     visit(ast.parse(path.read_text(encoding="utf-8")))
     resolved = set()
     for target in found:
+        target = target.removeprefix(f"{HOME}.")  # the installed name; the graph speaks of the checkout's folders
         while target and target not in modules:
             target = target.rpartition(".")[0]
         if target and target != name and not name.startswith(target + "."):  # a package's own __init__ is no edge
@@ -181,3 +183,15 @@ def oversized() -> dict[tuple[str, str], tuple[int, int]]:
 
 def test_functions_are_short_and_take_few_parameters() -> None:
     assert oversized() == {}
+
+
+def test_the_code_imports_itself_by_its_one_name():
+    """`fleet_data.tasks...`, never a top-level `tasks`: the name a Dask or Prefect worker resolves from the wheel."""
+    files = [p for pkg in (*PACKAGES, "tests") for p in (ROOT / pkg).rglob("*.py") if "node_modules" not in p.parts]
+    bare = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bare += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] in PACKAGES]
+    assert bare == [], "import these as fleet_data.<...>:\n" + "\n".join(bare)

@@ -20,9 +20,9 @@ import duckdb
 import polars as pl
 import pytest
 
-from tasks.store import dictionary
-from tasks.store.database import open_database
-from tasks.store.published import publish_file as publish
+from fleet_data.tasks.store import dictionary
+from fleet_data.tasks.store.database import open_database
+from fleet_data.tasks.store.published import publish_file as publish
 
 ROOT = Path(__file__).resolve().parents[1]
 VINS = ["1HGCM82633A004352", "WBA3A5C56G0915102"]

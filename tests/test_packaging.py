@@ -29,7 +29,7 @@ import pytest
 from tests.prefect_server import prefect_server
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "README.md", "launcher.py", "flows", "tasks", "connectors", "sql")
+SOURCES = ("pyproject.toml", "README.md", "flows", "tasks", "connectors", "sql")
 KEY = "packaging_test_key_3a9e"
 pytestmark = pytest.mark.timeout(300)
 
@@ -110,7 +110,7 @@ def test_the_installed_wheel_refreshes_a_fleet_from_any_folder(installed, server
     env |= server  # the installed refresh reports to a Prefect server, as a deployed one would
 
     # The code that runs is the wheel's, and nothing named `tasks` was installed beside it.
-    probe = "import fleet_data.launcher as l; l.use_home(); import tasks.store.database as s; print(s.SQL_DIR)"
+    probe = "import fleet_data.tasks.store.database as s; print(s.SQL_DIR)"
     where = _run([str(installed / "python"), "-c", probe], cwd=elsewhere, env=env).stdout.strip()
     assert Path(where).is_relative_to(installed.parent) and (Path(where) / "migrations").is_dir()
     alone = subprocess.run([str(installed / "python"), "-c", "import tasks"], cwd=elsewhere, env=env, check=False,

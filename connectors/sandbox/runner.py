@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import subprocess
 import sys
 import threading
@@ -115,13 +114,10 @@ class Sandbox:
     @classmethod
     def start_subprocess(cls, config_args: list[str] | None = None, port: int = 0,
                          host: str = "127.0.0.1") -> "Sandbox":
-        """Run `python -m connectors.sandbox` as a child; its first stdout line names the URL."""
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_PROJECT_ROOT),
-                                                                         os.environ.get("PYTHONPATH")]))}
-        command = [sys.executable, "-m", "connectors.sandbox", "--host", host, "--port", str(port),
+        """Run `python -m fleet_data.connectors.sandbox` as a child; its first stdout line names the URL."""
+        command = [sys.executable, "-m", "fleet_data.connectors.sandbox", "--host", host, "--port", str(port),
                    *(config_args or [])]
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                                   cwd=str(_PROJECT_ROOT), text=True)
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         line_holder: list[str] = []
         stdout = process.stdout
         assert stdout is not None  # stdout=PIPE

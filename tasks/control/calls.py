@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from connectors import Settings
+from fleet_data.connectors import Settings
 
-from tasks.control.budget import Budget
-from tasks.control.stops import Stops
+from fleet_data.tasks.control.budget import Budget
+from fleet_data.tasks.control.stops import Stops
 
 
 @dataclass

@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from tasks.settings import ProcessSettings, SettingsError, process_settings
+from fleet_data.tasks.settings import ProcessSettings, SettingsError, process_settings
 
 
 def _read() -> ProcessSettings:

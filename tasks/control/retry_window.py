@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Callable
 
-from tasks.settings import DEFAULT_RETRY_WINDOW, SettingsError, process_settings
+from fleet_data.tasks.settings import DEFAULT_RETRY_WINDOW, SettingsError, process_settings
 
 WINDOW_CLOSED = "retry window closed"
 DEFAULT_SECONDS = DEFAULT_RETRY_WINDOW  # the bound: a faulted run ends within its fault-free time + 3 minutes

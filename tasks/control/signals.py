@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from tasks.control import stops
+from fleet_data.tasks.control import stops
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 T = TypeVar("T")

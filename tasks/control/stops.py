@@ -42,10 +42,10 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Awaitable, Callable, TypeVar
 
-from connectors import errors as e
-from connectors.retry import RetryAbandoned, waits_end_when
+from fleet_data.connectors import errors as e
+from fleet_data.connectors.retry import RetryAbandoned, waits_end_when
 
-from tasks.control.retry_window import RetryWindow, default_seconds
+from fleet_data.tasks.control.retry_window import RetryWindow, default_seconds
 
 # Errors after which no further call to the same endpoint can succeed this run.
 STOPPING_ERRORS = (e.QuotaExceededError, e.InsufficientCreditsError, e.PermissionDeniedError, e.AuthenticationError)

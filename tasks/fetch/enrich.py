@@ -15,25 +15,25 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import orjson
 
-from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, estimate_units
-from connectors.calls import CALL_IDS
-from connectors import errors as e
+from fleet_data.connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, estimate_units
+from fleet_data.connectors.calls import CALL_IDS
+from fleet_data.connectors import errors as e
 
-from tasks.datasets import CANADIAN_PROVINCES as CANADIAN_PROVINCES
-from tasks.datasets import KM_PER_MILE as KM_PER_MILE
-from tasks.datasets import US_STATES as US_STATES
-from tasks.datasets import Call as Call
-from tasks.datasets import DATASETS as DATASETS
-from tasks.datasets import Dataset
-from tasks.datasets import valuation_request as valuation_request
-from tasks.control.calls import Calls
-from tasks.fetch.scheduler import Job, Scheduler
-from tasks.staging.chunk import ChunkResult
-from tasks.control.stops import STOPPING_ERRORS, Pass
+from fleet_data.tasks.datasets import CANADIAN_PROVINCES as CANADIAN_PROVINCES
+from fleet_data.tasks.datasets import KM_PER_MILE as KM_PER_MILE
+from fleet_data.tasks.datasets import US_STATES as US_STATES
+from fleet_data.tasks.datasets import Call as Call
+from fleet_data.tasks.datasets import DATASETS as DATASETS
+from fleet_data.tasks.datasets import Dataset
+from fleet_data.tasks.datasets import valuation_request as valuation_request
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.fetch.scheduler import Job, Scheduler
+from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.tasks.control.stops import STOPPING_ERRORS, Pass
 
 if TYPE_CHECKING:
-    from tasks.staging.journal import AnswerJournal
-    from tasks.fetch.lanes import Lane
+    from fleet_data.tasks.staging.journal import AnswerJournal
+    from fleet_data.tasks.fetch.lanes import Lane
 
 # The declarations live in the registry (tasks/datasets.py); these names stay importable from here.
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 import uuid
 from contextvars import ContextVar
 
-from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, estimate_units
-from connectors import errors as e
-from connectors import models as m
+from fleet_data.connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, estimate_units
+from fleet_data.connectors import errors as e
+from fleet_data.connectors import models as m
 
-from tasks.control.calls import Calls
-from tasks.control.stops import STOPPING_ERRORS, Pass
-from tasks.fetch.scheduler import Job, Scheduler
-from tasks.ingest.plates import ENDPOINT, Key, Lookup, PlateLookups, _now
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.control.stops import STOPPING_ERRORS, Pass
+from fleet_data.tasks.fetch.scheduler import Job, Scheduler
+from fleet_data.tasks.ingest.plates import ENDPOINT, Key, Lookup, PlateLookups, _now
 
 
 def _answer(answer: m.PlateDecode | m.PlateFanOut) -> tuple[str | None, str | None]:

@@ -33,10 +33,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from connectors.retry import CallAttempts, RetryLater, scheduled
+from fleet_data.connectors.retry import CallAttempts, RetryLater, scheduled
 
-from tasks.control.retry_window import WINDOW_CLOSED
-from tasks.control.stops import Pass, Stops
+from fleet_data.tasks.control.retry_window import WINDOW_CLOSED
+from fleet_data.tasks.control.stops import Pass, Stops
 
 POLL_SECONDS = 0.5  # how often idle slots look at the stops (set from other threads, a signal handler)
 T = TypeVar("T")

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from tasks.ingest.vins import MISSING, WRONG_LENGTH, normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
+from fleet_data.tasks.ingest.vins import MISSING, WRONG_LENGTH, normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
 
 CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".tab"}
 PARQUET_SUFFIXES = {".parquet", ".pq"}

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from connectors import CallRecord, estimate_units
+from fleet_data.connectors import CallRecord, estimate_units
 
-from tasks.ingest.markets import AU_STATES, CA_PROVINCES, US_STATES, country_expr, state_country_expr
-from tasks.ingest.vins import normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
+from fleet_data.tasks.ingest.markets import AU_STATES, CA_PROVINCES, US_STATES, country_expr, state_country_expr
+from fleet_data.tasks.ingest.vins import normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
 
 if TYPE_CHECKING:
-    from tasks.ingest.fleet_files import IngestResult
-    from tasks.land.frames import Schema
-    from tasks.store.database import Database
+    from fleet_data.tasks.ingest.fleet_files import IngestResult
+    from fleet_data.tasks.land.frames import Schema
+    from fleet_data.tasks.store.database import Database
 
 PLATE_FRESHNESS = timedelta(days=90)  # a plate rarely changes hands in a quarter; a new lookup costs a unit
 # "Not found" is asked again sooner: a 404 costs no unit, and a new registration may have appeared.

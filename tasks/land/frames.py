@@ -14,9 +14,9 @@ from typing import Any, Iterable, Sequence
 
 import polars as pl
 
-from connectors import models as m
-from connectors.calls import CallRecord
-from connectors.models.market_value import TradeInValue
+from fleet_data.connectors import models as m
+from fleet_data.connectors.calls import CallRecord
+from fleet_data.connectors.models.market_value import TradeInValue
 
 COLOR = pl.Struct({"category": pl.String, "name": pl.String})
 EQUIPMENT = pl.Struct({"name": pl.String, "value": pl.String})

@@ -19,14 +19,14 @@ import orjson
 import polars as pl
 import pyarrow as pa
 
-from tasks.land import frames as staging
-from tasks.staging import area as staging_store
-from tasks.staging import staged_chunk
-from tasks.staging.chunk import ChunkResult
-from tasks.staging.journal import worth_landing
-from tasks.land.shred import FAILURE_DATASET, bookkeeping_params, shred, shred_tables, staged_tables
-from tasks.staging.staged_chunk import StagedTables
-from tasks.store.database import Database
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.staging import area as staging_store
+from fleet_data.tasks.staging import staged_chunk
+from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.tasks.staging.journal import worth_landing
+from fleet_data.tasks.land.shred import FAILURE_DATASET, bookkeeping_params, shred, shred_tables, staged_tables
+from fleet_data.tasks.staging.staged_chunk import StagedTables
+from fleet_data.tasks.store.database import Database
 
 __all__ = ["FAILURE_DATASET", "worth_landing"]  # where callers have found them
 

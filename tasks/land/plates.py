@@ -6,9 +6,9 @@ from typing import Any
 
 import polars as pl
 
-from tasks.ingest.plates import PlateLookups, merge_into_roster, place_looked_up, resolutions_frame
-from tasks.land.frames import api_calls_frame
-from tasks.store.database import Database, pack_vehicle_extras
+from fleet_data.tasks.ingest.plates import PlateLookups, merge_into_roster, place_looked_up, resolutions_frame
+from fleet_data.tasks.land.frames import api_calls_frame
+from fleet_data.tasks.store.database import Database, pack_vehicle_extras
 
 
 def land_lookups(db: Database, run_id: str, waiting: pl.DataFrame, lookups: PlateLookups) -> dict[str, Any]:

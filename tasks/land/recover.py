@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from tasks.land.landing import land_answers, remove_staged, staged_at
-from tasks.staging import area as staging_store
-from tasks.staging.journal import SUFFIX, leftover_journals, read_journal
-from tasks.store.database import Database, DatabaseError
+from fleet_data.tasks.land.landing import land_answers, remove_staged, staged_at
+from fleet_data.tasks.staging import area as staging_store
+from fleet_data.tasks.staging.journal import SUFFIX, leftover_journals, read_journal
+from fleet_data.tasks.store.database import Database, DatabaseError
 
 
 def _run_of(location: str) -> str:

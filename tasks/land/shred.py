@@ -21,9 +21,9 @@ from typing import Any, Iterable, Mapping
 import duckdb
 import pyarrow as pa
 
-from tasks.datasets import REGISTRY, Live, by_fetch_name
-from tasks.datasets import table as table_declaration
-from tasks.store.database import SQL_DIR, _bind, _statements
+from fleet_data.tasks.datasets import REGISTRY, Live, by_fetch_name
+from fleet_data.tasks.datasets import table as table_declaration
+from fleet_data.tasks.store.database import SQL_DIR, _bind, _statements
 
 SHRED_DIR = SQL_DIR / "shred"
 # The tables a dataset's answers land in, in landing order, by the name its fetch goes by: the
@@ -122,6 +122,6 @@ def shred_tables(answers: pa.Table, tables: Iterable[str], params: Mapping[str, 
 
 def shred_file(dataset: str, path: Path) -> dict[str, pa.Table]:
     """`shred` over a journal file read whole."""
-    from tasks.staging.journal import read_journal
+    from fleet_data.tasks.staging.journal import read_journal
 
     return shred(dataset, read_journal(path).table)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tasks.store.database import Database
-from tasks.outputs.summary import change_lines
+from fleet_data.tasks.store.database import Database
+from fleet_data.tasks.outputs.summary import change_lines
 
 PARK_NOW_LISTED = 10  # vehicles named in the summary and the message's text; the rows list them all
 POSTED_AT_MOST = 1000  # changes in one message; `truncated` says when there were more

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks.ingest.fleet_files import IngestResult
-from tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
-from tasks.ingest.plates import settle_at_ingest
-from tasks.store.published import read_only_view
-from tasks.outputs.summary import plan_text, start_summary
+from fleet_data.tasks.ingest.fleet_files import IngestResult
+from fleet_data.tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
+from fleet_data.tasks.ingest.plates import settle_at_ingest
+from fleet_data.tasks.store.published import read_only_view
+from fleet_data.tasks.outputs.summary import plan_text, start_summary
 
 
 

@@ -24,14 +24,14 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from tasks.plan.due import (
+from fleet_data.tasks.plan.due import (
     ALL_DATASETS,
     DEFAULT_DATASETS,
     DEFAULT_FRESHNESS,
     DEFAULT_NO_DATA_FRESHNESS,
 )
-from tasks.outputs.report_assets import CSS, PAGE, PLOT, SORTER
-from tasks.outputs.todo import NEW_BRAND_DAYS, gather_todo, todo_path, write_todo_csv
+from fleet_data.tasks.outputs.report_assets import CSS, PAGE, PLOT, SORTER
+from fleet_data.tasks.outputs.todo import NEW_BRAND_DAYS, gather_todo, todo_path, write_todo_csv
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tasks.plan.due import Plan
+    from fleet_data.tasks.plan.due import Plan
 
 COLUMNS = ("roster", "not_applicable", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",
            "pending", "calls", "units")
@@ -105,7 +105,7 @@ def final_status(summary: dict[str, Any], cancelled: bool = False) -> None:
 
 def plan_text(plan: "Plan") -> str:
     """The plan as the user sees it before any call: calls and units per endpoint, VINs skipped as fresh."""
-    from connectors import ENDPOINTS
+    from fleet_data.connectors import ENDPOINTS
 
     lines = [f"Plan: {plan.estimated_units} units"
              + (f" (+ up to {plan.recall_detail_ceiling} for recall campaign details)" if plan.recall_detail_ceiling else "")

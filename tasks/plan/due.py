@@ -17,11 +17,11 @@ from typing import Sequence
 
 import polars as pl
 
-from connectors import estimate_units
+from fleet_data.connectors import estimate_units
 
-from tasks.datasets import REGISTRY, Dataset, docs_table
+from fleet_data.tasks.datasets import REGISTRY, Dataset, docs_table
 # The registry's names and freshness windows, and the freshness grammar, live with the registry.
-from tasks.datasets import (
+from fleet_data.tasks.datasets import (
     ALL_DATASETS as ALL_DATASETS,
     DEFAULT_DATASETS as DEFAULT_DATASETS,
     DEFAULT_FRESHNESS as DEFAULT_FRESHNESS,
@@ -29,10 +29,10 @@ from tasks.datasets import (
     NO_DATA as NO_DATA,
     parse_freshness as parse_freshness,
 )
-from tasks.ingest.markets import in_scope, with_market
-from tasks.ingest.plates import PlatePlan, plan_plates
-from tasks.store.database import Database
-from tasks.ingest.vins import vin_order
+from fleet_data.tasks.ingest.markets import in_scope, with_market
+from fleet_data.tasks.ingest.plates import PlatePlan, plan_plates
+from fleet_data.tasks.store.database import Database
+from fleet_data.tasks.ingest.vins import vin_order
 
 
 

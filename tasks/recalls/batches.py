@@ -23,21 +23,21 @@ from typing import Any, Callable
 
 import polars as pl
 
-from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord
-from connectors import errors as e
-from connectors.client import BatchPolling
-from connectors.models import BatchJob, BatchStatus
-from connectors.retry import CallAttempts
-from connectors.webhooks import BatchWebhookReceiver
+from fleet_data.connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord
+from fleet_data.connectors import errors as e
+from fleet_data.connectors.client import BatchPolling
+from fleet_data.connectors.models import BatchJob, BatchStatus
+from fleet_data.connectors.retry import CallAttempts
+from fleet_data.connectors.webhooks import BatchWebhookReceiver
 
-from tasks.land import frames as staging
-from tasks.control.calls import Calls
-from tasks.fetch.scheduler import Job, Scheduler
-from tasks.control.stops import STOPPING_ERRORS, Pass
-from tasks.control.failpoints import failpoint
-from tasks.land.landing import fetch_status_frame
-from tasks.store.database import Database
-from tasks.settings import MAX_BATCH_VINS  # the spec's limit per recalls batch, declared with the option
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.fetch.scheduler import Job, Scheduler
+from fleet_data.tasks.control.stops import STOPPING_ERRORS, Pass
+from fleet_data.tasks.control.failpoints import failpoint
+from fleet_data.tasks.land.landing import fetch_status_frame
+from fleet_data.tasks.store.database import Database
+from fleet_data.tasks.settings import MAX_BATCH_VINS  # the spec's limit per recalls batch, declared with the option
 
 LEDGER_SCHEMA: staging.Schema = {
     "batch_id": pl.String, "numeric_batch_id": pl.Int64, "status": pl.String, "idempotency_key": pl.String,

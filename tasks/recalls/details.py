@@ -21,19 +21,19 @@ from typing import Any
 
 import polars as pl
 
-from connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord
-from connectors import errors as e
+from fleet_data.connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord
+from fleet_data.connectors import errors as e
 
-from tasks.land import frames as staging
-from tasks.fetch.enrich import MAX_UNITS, fetch_chunk
-from tasks.control.calls import Calls
-from tasks.staging.chunk import ChunkResult
-from tasks.staging.journal import AnswerJournal
-from tasks.land.landing import land_enrichment
-from tasks.fetch.lanes import Lane
-from tasks.fetch.scheduler import Job, Scheduler
-from tasks.control.stops import STOPPING_ERRORS, Pass
-from tasks.store.database import Database
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.fetch.enrich import MAX_UNITS, fetch_chunk
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.tasks.staging.journal import AnswerJournal
+from fleet_data.tasks.land.landing import land_enrichment
+from fleet_data.tasks.fetch.lanes import Lane
+from fleet_data.tasks.fetch.scheduler import Job, Scheduler
+from fleet_data.tasks.control.stops import STOPPING_ERRORS, Pass
+from fleet_data.tasks.store.database import Database
 
 
 MATCHES = ("vin", "model")  # `fleet refresh --recall-details`

@@ -13,10 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from tasks.control.calls import Calls
-from tasks.recalls.batches import BatchOptions, RecallOutcome, run_recall_batches
-from tasks.recalls.details import DetailsOutcome, fetch_recall_details
-from tasks.store.database import Database
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.recalls.batches import BatchOptions, RecallOutcome, run_recall_batches
+from fleet_data.tasks.recalls.details import DetailsOutcome, fetch_recall_details
+from fleet_data.tasks.store.database import Database
 
 
 async def check_recalls_and_details(

@@ -27,14 +27,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, ParamSpec, TypeVar
 
-from tasks.control import progress
-from tasks.run import lock as runlock
-from tasks.run.progressfile import ProgressFile, Tee, progress_path
-from tasks.settings import option_argument, process_settings
-from tasks.staging.area import StagingArea
-from tasks.store import published
-from tasks.store.database import Database, open_database
-from tasks.store.files import new_run_id as new_run_id
+from fleet_data.tasks.control import progress
+from fleet_data.tasks.run import lock as runlock
+from fleet_data.tasks.run.progressfile import ProgressFile, Tee, progress_path
+from fleet_data.tasks.settings import option_argument, process_settings
+from fleet_data.tasks.staging.area import StagingArea
+from fleet_data.tasks.store import published
+from fleet_data.tasks.store.database import Database, open_database
+from fleet_data.tasks.store.files import new_run_id as new_run_id
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tasks.run import lock as runlock
+from fleet_data.tasks.run import lock as runlock
 
 WRITE_EVERY = 0.5  # seconds between rewrites while counts move; phases and publishes are written at once
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from connectors.calls import CallRecord
+from fleet_data.connectors.calls import CallRecord
 
 
 @dataclass

@@ -37,14 +37,14 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connectors import ENDPOINTS, CallRecord
-from connectors.errors import MalformedResponseError
-from connectors.redact import REDACTED
+from fleet_data.connectors import ENDPOINTS, CallRecord
+from fleet_data.connectors.errors import MalformedResponseError
+from fleet_data.connectors.redact import REDACTED
 
-from tasks.staging.area import JOURNAL_SUFFIX
-from tasks.datasets import DATASETS
-from tasks.staging.chunk import ChunkResult
-from tasks.control.failpoints import failpoint
+from fleet_data.tasks.staging.area import JOURNAL_SUFFIX
+from fleet_data.tasks.datasets import DATASETS
+from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.tasks.control.failpoints import failpoint
 
 FORMAT = "fleet-answers/1"
 SUFFIX = JOURNAL_SUFFIX

@@ -20,24 +20,24 @@ from prefect import get_run_logger, task
 from prefect.runtime import flow_run
 from pydantic import ValidationError
 
-from connectors import ENDPOINTS, estimate_units
-from connectors.errors import MalformedResponseError
-from connectors import models as m
+from fleet_data.connectors import ENDPOINTS, estimate_units
+from fleet_data.connectors.errors import MalformedResponseError
+from fleet_data.connectors import models as m
 
-from tasks.control import progress
-from tasks.run.context import current
-from tasks.land import frames as staging
-from tasks.datasets import REGISTRY, Live
-from tasks.fetch.enrich import DATASETS as ENRICHMENT
-from tasks.fetch.enrich import raw_answer
-from tasks.staging.chunk import ChunkResult
-from tasks.land.recover import land_journals
-from tasks.land.landing import data_frames, fetch_status_frame
-from tasks.control.logtext import fields
-from tasks.plan.due import ALL_DATASETS, DatasetPlan, Plan
-from tasks.steps.refresh_tasks import TASK
-from tasks.store.database import Database
-from tasks.ingest.vins import normalise_vin, reject_reason
+from fleet_data.tasks.control import progress
+from fleet_data.tasks.run.context import current
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.datasets import REGISTRY, Live
+from fleet_data.tasks.fetch.enrich import DATASETS as ENRICHMENT
+from fleet_data.tasks.fetch.enrich import raw_answer
+from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.tasks.land.recover import land_journals
+from fleet_data.tasks.land.landing import data_frames, fetch_status_frame
+from fleet_data.tasks.control.logtext import fields
+from fleet_data.tasks.plan.due import ALL_DATASETS, DatasetPlan, Plan
+from fleet_data.tasks.steps.refresh_tasks import TASK
+from fleet_data.tasks.store.database import Database
+from fleet_data.tasks.ingest.vins import normalise_vin, reject_reason
 
 # Recalls are backfilled per VIN (`/v1/recalls`, 1 unit, campaigns listed): a batch is for whole fleets.
 # Each dataset is fetched again by the name its per-VIN fetch goes by (tasks/datasets.py).

@@ -10,19 +10,19 @@ from typing import Any
 
 import polars as pl
 
-from tasks.control import stops
-from tasks.control.failpoints import failpoint
-from tasks.fetch.lanes import forget_run
-from tasks.ingest.plates import settle_at_ingest
-from tasks.ingest.fleet_files import IngestResult
-from tasks.outputs.changes import lead_with_changes, run_changes
-from tasks.outputs.report import write_run_report
-from tasks.outputs.todo import todo_path
-from tasks.outputs.summary import final_status, start_summary
-from tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
-from tasks.run.context import RunContext
-from tasks.settings import RefreshOptions
-from tasks.land.recover import land_journals
+from fleet_data.tasks.control import stops
+from fleet_data.tasks.control.failpoints import failpoint
+from fleet_data.tasks.fetch.lanes import forget_run
+from fleet_data.tasks.ingest.plates import settle_at_ingest
+from fleet_data.tasks.ingest.fleet_files import IngestResult
+from fleet_data.tasks.outputs.changes import lead_with_changes, run_changes
+from fleet_data.tasks.outputs.report import write_run_report
+from fleet_data.tasks.outputs.todo import todo_path
+from fleet_data.tasks.outputs.summary import final_status, start_summary
+from fleet_data.tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
+from fleet_data.tasks.run.context import RunContext
+from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.land.recover import land_journals
 
 RUN_DATASET_COLUMNS = {
     **{k: pl.Int64 for k in ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",

@@ -22,40 +22,40 @@ from prefect.cache_policies import NONE, CachePolicy
 from prefect.exceptions import MissingContextError
 from prefect.runtime import flow_run
 
-from connectors import Settings
+from fleet_data.connectors import Settings
 
-from tasks.control import progress
-from tasks.run.context import current
-from tasks.settings import RefreshOptions
-from tasks.steps import refresh_steps as steps
-from tasks.outputs.changes import change_message
-from connectors.notify import post_json
-from tasks.control import stops
-from tasks.fetch.enrich import fetch_chunk
-from tasks.control.budget import Budget
-from tasks.control.calls import Calls
-from tasks.staging.chunk import ChunkResult
-from tasks.control.failpoints import failpoint
-from tasks.ingest.fleet_files import read_fleet
-from tasks.staging.journal import AnswerJournal, read_journal, worth_landing
-from tasks.land.landing import land_answers, remove_staged, staged_at
-from tasks.fetch.lanes import fetch_turn
-from tasks.control.logtext import fields
-from tasks.plan.due import read_slice, read_vins
-from tasks.fetch.plates import look_up_plates
-from tasks.ingest.plates import PlateLookups, lookup_keys
-from tasks.land.plates import land_lookups
-from tasks.outputs.preview import preview_refresh
-from tasks.recalls.batches import BatchOptions, run_recall_batches
-from tasks.recalls.details import DetailsOutcome, fetch_recall_details
-from tasks.recalls.pipeline import check_recalls_and_details
-from tasks.outputs.report import report_markdown
-from tasks.land.shred import staged_tables
-from tasks.staging.staged_chunk import StagedTables
-from tasks.staging.staged_chunk import location as tables_location
-from tasks.staging.staged_chunk import write as write_tables
-from tasks.staging.area import journal_folder, opened, publish
-from tasks.outputs.summary import plan_text, summary_markdown
+from fleet_data.tasks.control import progress
+from fleet_data.tasks.run.context import current
+from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.steps import refresh_steps as steps
+from fleet_data.tasks.outputs.changes import change_message
+from fleet_data.connectors.notify import post_json
+from fleet_data.tasks.control import stops
+from fleet_data.tasks.fetch.enrich import fetch_chunk
+from fleet_data.tasks.control.budget import Budget
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.tasks.control.failpoints import failpoint
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+from fleet_data.tasks.staging.journal import AnswerJournal, read_journal, worth_landing
+from fleet_data.tasks.land.landing import land_answers, remove_staged, staged_at
+from fleet_data.tasks.fetch.lanes import fetch_turn
+from fleet_data.tasks.control.logtext import fields
+from fleet_data.tasks.plan.due import read_slice, read_vins
+from fleet_data.tasks.fetch.plates import look_up_plates
+from fleet_data.tasks.ingest.plates import PlateLookups, lookup_keys
+from fleet_data.tasks.land.plates import land_lookups
+from fleet_data.tasks.outputs.preview import preview_refresh
+from fleet_data.tasks.recalls.batches import BatchOptions, run_recall_batches
+from fleet_data.tasks.recalls.details import DetailsOutcome, fetch_recall_details
+from fleet_data.tasks.recalls.pipeline import check_recalls_and_details
+from fleet_data.tasks.outputs.report import report_markdown
+from fleet_data.tasks.land.shred import staged_tables
+from fleet_data.tasks.staging.staged_chunk import StagedTables
+from fleet_data.tasks.staging.staged_chunk import location as tables_location
+from fleet_data.tasks.staging.staged_chunk import write as write_tables
+from fleet_data.tasks.staging.area import journal_folder, opened, publish
+from fleet_data.tasks.outputs.summary import plan_text, summary_markdown
 
 
 class TaskOptions(TypedDict):  # typed per key, so mypy checks `@task(**TASK)` (a plain dict is dict[str, object])

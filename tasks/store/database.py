@@ -26,10 +26,10 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
-from tasks.store import dictionary
-from tasks.store import lake
-from tasks.control.failpoints import failpoint
-from tasks.store.files import new_run_id, seed_working, working_path
+from fleet_data.tasks.store import dictionary
+from fleet_data.tasks.store import lake
+from fleet_data.tasks.control.failpoints import failpoint
+from fleet_data.tasks.store.files import new_run_id, seed_working, working_path
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 CHANGES_DIR = SQL_DIR / "changes"
@@ -52,7 +52,7 @@ OWN_LANDING_TABLES: dict[str, str | None] = {
 
 
 def _landing_tables() -> dict[str, str | None]:
-    from tasks.datasets import REGISTRY  # imports the connectors: not before a landing needs it
+    from fleet_data.tasks.datasets import REGISTRY  # imports the connectors: not before a landing needs it
 
     return {**OWN_LANDING_TABLES, **{t.name: d.name if t.resolves_failures else None
                                      for d in REGISTRY.values() for t in d.tables}}
@@ -61,7 +61,7 @@ def _landing_tables() -> dict[str, str | None]:
 def _landing_files(table: str) -> list[Path]:
     """The SQL landing `table` runs: what changed against what is held (sql/changes/<table>.sql), the upsert
     (sql/landing/<table>.sql, or the file its declaration names), what the upsert did (<table>.landed.sql)."""
-    from tasks.datasets import table as declared
+    from fleet_data.tasks.datasets import table as declared
 
     found = declared(table)
     if found:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from tasks.store.dictionary import DICTIONARY_DIR, Relation, load
+from fleet_data.tasks.store.dictionary import DICTIONARY_DIR, Relation, load
 
 SOURCES_PATH = DICTIONARY_DIR.parent.parent / "dbt" / "models" / "sources.yml"
 LAKE_LOCATION = ("read_parquet('{{ env_var(\"FLEET_LAKE\", \"data/lake\") }}/{name}/**/*.parquet', "

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.store.database import EXPORT_TABLES, Database
-from tasks.store.dbt_sources import SOURCES_PATH, sources_yaml
-from tasks.store.dictionary import DOCS_PATH, Entry, Relation, catalog, load
+from fleet_data.tasks.store.database import EXPORT_TABLES, Database
+from fleet_data.tasks.store.dbt_sources import SOURCES_PATH, sources_yaml
+from fleet_data.tasks.store.dictionary import DOCS_PATH, Entry, Relation, catalog, load
 
 
 def markdown(relations: list[Relation], lake: Entry | None = None) -> str:

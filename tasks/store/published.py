@@ -45,8 +45,8 @@ except ImportError:  # not on Windows: there, a file held open cannot be replace
 import duckdb
 import polars as pl
 
-from tasks.store.database import QUERY_NAME, SQL_DIR, Database, DatabaseError, _bind, _read_sql, _statements, open_database
-from tasks.store.files import _fsync, _wal, publishing_path
+from fleet_data.tasks.store.database import QUERY_NAME, SQL_DIR, Database, DatabaseError, _bind, _read_sql, _statements, open_database
+from fleet_data.tasks.store.files import _fsync, _wal, publishing_path
 
 
 def published_record_path(db: str | Path) -> Path:

@@ -44,10 +44,10 @@ async def ours(base_url: str, vins: list[str], concurrency: int, stamps: list[fl
     from contextlib import nullcontext
     from pathlib import Path
 
-    from connectors import Settings
-    from tasks.control.calls import Calls
-    from tasks.fetch.enrich import fetch_chunk
-    from tasks.staging.journal import AnswerJournal
+    from fleet_data.connectors import Settings
+    from fleet_data.tasks.control.calls import Calls
+    from fleet_data.tasks.fetch.enrich import fetch_chunk
+    from fleet_data.tasks.staging.journal import AnswerJournal
 
     settings = Settings(api_key=KEY, base_url=base_url, max_connections=concurrency)
     with tempfile.TemporaryDirectory() as folder:
@@ -66,8 +66,8 @@ def main() -> None:
     vins = open(vins_file).read().split()
     stamps: list[float] = []
     if mode != "bare":  # imports paid before the clock starts, as a fetch task's process has them
-        import tasks.fetch.enrich  # noqa: F401
-        import tasks.staging.journal  # noqa: F401
+        import fleet_data.tasks.fetch.enrich  # noqa: F401
+        import fleet_data.tasks.staging.journal  # noqa: F401
     cpu = time.process_time()
     started = time.perf_counter()
     run = bare(base_url, vins, concurrency, stamps) if mode == "bare" else ours(base_url, vins, concurrency, stamps,

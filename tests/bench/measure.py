@@ -77,7 +77,7 @@ def run_measured(command: list[str], *, env: dict[str, str] | None = None, timeo
 
 def refresh_cli(fleet: Path, db: Path, env: dict[str, str], timeout: float = 1800) -> tuple[float, dict]:
     """`fleet refresh FLEET --db DB --json` in its own process: (wall seconds, the JSON summary)."""
-    command = [sys.executable, "-m", "flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "", "--json"]
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "", "--json"]
     done = run_measured(command, env=env, timeout=timeout)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.wall_s, json.loads(done.stdout)

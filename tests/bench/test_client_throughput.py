@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from connectors import AsyncVehicleDataClient, Settings
-from connectors.errors import NotFoundError
-from connectors.sandbox import Sandbox
+from fleet_data.connectors import AsyncVehicleDataClient, Settings
+from fleet_data.connectors.errors import NotFoundError
+from fleet_data.connectors.sandbox import Sandbox
 
 pytestmark = pytest.mark.bench
 

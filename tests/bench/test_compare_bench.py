@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from connectors.sandbox import FaultConfig, Sandbox
+from fleet_data.connectors.sandbox import FaultConfig, Sandbox
 from tests.bench.compare import ours, report
 from tests.bench.compare.fleets import DATASETS, PATHS, write_fleet
 from tests.prefect_server import prefect_server

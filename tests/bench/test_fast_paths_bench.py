@@ -21,10 +21,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.land import frames as staging
-from tasks.ingest.fleet_files import read_fleet
-from tasks.store.database import open_database
-from tasks.store.published import publish_file as publish
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+from fleet_data.tasks.store.database import open_database
+from fleet_data.tasks.store.published import publish_file as publish
 
 pytestmark = pytest.mark.bench
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ def _measure(argv: list[str], expect: str) -> tuple[float, float]:
     for _ in range(3):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "flows.cli", *argv], cwd=ROOT, env=env, capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "fleet_data.flows.cli", *argv], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=300, check=False)
         walls.append(time.perf_counter() - started)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from connectors import RetryPolicy
-from connectors.sandbox import Sandbox
-from tasks.store.database import open_database
+from fleet_data.connectors import RetryPolicy
+from fleet_data.connectors.sandbox import Sandbox
+from fleet_data.tasks.store.database import open_database
 from tests.bench.measure import ROOT, run_measured
 
 pytestmark = pytest.mark.bench
@@ -44,7 +44,7 @@ def _cpu_of_children() -> float:
 
 def _refresh(db: Path, sandbox: Sandbox) -> tuple[float, float, dict]:
     """(wall s, CPU s of the refresh's process and the children it waited for, its JSON summary)."""
-    command = [sys.executable, "-m", "flows.cli", "refresh", str(FLEET), "--db", str(db), "--lake", "", "--json",
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(FLEET), "--db", str(db), "--lake", "", "--json",
                "--no-plates"]
     before = _cpu_of_children()
     done = run_measured(command, env={"VDS_BASE_URL": sandbox.url, "VDS_API_KEY": "fault_bench"}, timeout=3600)

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from connectors.sandbox import FaultConfig, Sandbox
+from fleet_data.connectors.sandbox import FaultConfig, Sandbox
 from tests.bench.compare.fleets import fleet_vins
 from tests.bench.measure import refresh_cli
 

@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.ingest.vins import check_digit_expr
+from fleet_data.tasks.ingest.vins import check_digit_expr
 from tests.bench.measure import run_measured
 
 ROWS = 1_000_000
@@ -67,7 +67,7 @@ MEASURE = textwrap.dedent(
     """
     import json, sys, time
     t0 = time.perf_counter()
-    from tasks.ingest.fleet_files import read_fleet
+    from fleet_data.tasks.ingest.fleet_files import read_fleet
     t1 = time.perf_counter()
     result = read_fleet([sys.argv[1]])
     t2 = time.perf_counter()

@@ -21,8 +21,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tasks.land.frames import SPECS_SCHEMA
-from tasks.store.files import working_path
+from fleet_data.tasks.land.frames import SPECS_SCHEMA
+from fleet_data.tasks.store.files import working_path
 from tests.bench.measure import run_measured
 
 pytestmark = pytest.mark.bench
@@ -72,7 +72,7 @@ LAND = textwrap.dedent(
     """
     import json, sys, time
     import polars as pl
-    from tasks.store.database import open_database
+    from fleet_data.tasks.store.database import open_database
     rows = pl.read_parquet(sys.argv[1])
     db = open_database(sys.argv[2])
     run_id = db.start_run("bench")

@@ -32,22 +32,22 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from connectors import AsyncVehicleDataClient, Settings
-from connectors import models as m
-from connectors.sandbox import Sandbox
-from connectors.sandbox import vehicles as sandbox_vehicles
-from tasks.control.calls import Calls
-from tasks.land import frames as staging
-from tasks.fetch.enrich import fetch_chunk
-from tasks.staging.chunk import ChunkResult
-from connectors import CallRecord
-from tasks.land import shred as shredding
-from tasks.staging import staged_chunk
-from tasks.staging.journal import AnswerJournal, read_journal
-from tasks.land.landing import land_answers, staged_answers
-from tasks.land.shred import shred, staged_tables
-from tasks.staging.staged_chunk import StagedTables
-from tasks.store.database import open_database
+from fleet_data.connectors import AsyncVehicleDataClient, Settings
+from fleet_data.connectors import models as m
+from fleet_data.connectors.sandbox import Sandbox
+from fleet_data.connectors.sandbox import vehicles as sandbox_vehicles
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.fetch.enrich import fetch_chunk
+from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.connectors import CallRecord
+from fleet_data.tasks.land import shred as shredding
+from fleet_data.tasks.staging import staged_chunk
+from fleet_data.tasks.staging.journal import AnswerJournal, read_journal
+from fleet_data.tasks.land.landing import land_answers, staged_answers
+from fleet_data.tasks.land.shred import shred, staged_tables
+from fleet_data.tasks.staging.staged_chunk import StagedTables
+from fleet_data.tasks.store.database import open_database
 
 pytestmark = pytest.mark.bench
 ANSWERS = 100_000

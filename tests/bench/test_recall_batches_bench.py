@@ -28,7 +28,7 @@ import textwrap
 
 import pytest
 
-from connectors.sandbox import Sandbox
+from fleet_data.connectors.sandbox import Sandbox
 from tests.bench.measure import run_measured
 from tests.bench.test_ingest_bench import ROWS, make_big_fleet
 
@@ -41,11 +41,11 @@ PIPELINE = textwrap.dedent(
     """
     import asyncio, json, sys, time
     from pathlib import Path
-    from connectors import Settings
-    from tasks.ingest.fleet_files import read_fleet
-    from tasks.plan.due import make_plan, read_vins
-    from tasks.recalls.batches import run_recall_batches
-    from tasks.store.database import open_database
+    from fleet_data.connectors import Settings
+    from fleet_data.tasks.ingest.fleet_files import read_fleet
+    from fleet_data.tasks.plan.due import make_plan, read_vins
+    from fleet_data.tasks.recalls.batches import run_recall_batches
+    from fleet_data.tasks.store.database import open_database
 
     fleet, db_path, batch_size = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
     staging = db_path.resolve().parent / "staging"

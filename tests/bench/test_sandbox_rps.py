@@ -12,8 +12,8 @@ import time
 import aiohttp
 import pytest
 
-from connectors.sandbox import Sandbox
-from connectors.sandbox.vehicles import synthetic_vin
+from fleet_data.connectors.sandbox import Sandbox
+from fleet_data.connectors.sandbox.vehicles import synthetic_vin
 
 REQUESTS = 20_000
 CONCURRENCY = 100

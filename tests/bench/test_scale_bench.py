@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from connectors.sandbox import Sandbox
+from fleet_data.connectors.sandbox import Sandbox
 from tests.bench.compare.fleets import fleet_vins
 from tests.bench.dry_run_fleets import make_wide_fleet
 from tests.bench.measure import run_measured
@@ -38,9 +38,9 @@ DRY_RUN = textwrap.dedent(
         status = open("/proc/self/status").read()
         return [int(status.split(f"{k}:")[1].split()[0]) // 1024 for k in ("VmRSS", "VmHWM")]
 
-    from tasks.ingest.fleet_files import read_fleet
-    from tasks.plan.due import DEFAULT_DATASETS, make_plan
-    from tasks.store.database import Database
+    from fleet_data.tasks.ingest.fleet_files import read_fleet
+    from fleet_data.tasks.plan.due import DEFAULT_DATASETS, make_plan
+    from fleet_data.tasks.store.database import Database
 
     phases = {}
     def phase(name, since_wall, since_cpu):

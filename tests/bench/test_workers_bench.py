@@ -17,7 +17,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from connectors.sandbox import Sandbox
+from fleet_data.connectors.sandbox import Sandbox
 from tests.bench.compare.fleets import fleet_vins
 from tests.bench.measure import run_measured
 
@@ -29,7 +29,7 @@ CONCURRENCY = 32
 
 def _refresh(fleet: Path, db: Path, sandbox: Sandbox, *flags: str) -> tuple[float, float, dict]:
     """(wall seconds, fetch-phase seconds, summary) of one `fleet refresh` in its own process."""
-    command = [sys.executable, "-m", "flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "", "--json",
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "", "--json",
                "--datasets", "specs", "--concurrency", str(CONCURRENCY), *flags]
     done = run_measured(command, env={"VDS_BASE_URL": sandbox.url, "VDS_API_KEY": "bench"}, timeout=1800)
     assert done.returncode == 0, done.stderr[-2000:]

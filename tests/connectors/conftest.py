@@ -9,7 +9,7 @@ from typing import Any, Callable
 import httpx
 import pytest
 
-from connectors import AsyncVehicleDataClient, CallRecord, RetryPolicy, Settings
+from fleet_data.connectors import AsyncVehicleDataClient, CallRecord, RetryPolicy, Settings
 
 SECRET = "sk-live-SECRET-9f8e7d6c"
 

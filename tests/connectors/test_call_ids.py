@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import re
 
-from connectors.calls import UniqueHex
+from fleet_data.connectors.calls import UniqueHex
 
 
 def _draw(ids: UniqueHex, queue: multiprocessing.Queue) -> None:

@@ -9,10 +9,10 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from connectors import AsyncVehicleDataClient, RetryPolicy, Settings
-from connectors import errors as e
-from connectors.models import BatchStatus, PlateDecode, PlateFanOut
-from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
+from fleet_data.connectors import AsyncVehicleDataClient, RetryPolicy, Settings
+from fleet_data.connectors import errors as e
+from fleet_data.connectors.models import BatchStatus, PlateDecode, PlateFanOut
+from fleet_data.connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
 
 KEY = "client_test_key"
 CANDIDATES = [f"1FTFW1E{n:02d}DFC1031{n % 10}"[:17] for n in range(40)] + [f"2T1BURHE{n}JC0{n:05d}"[:17] for n in range(40)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors import Settings
+from fleet_data.connectors import Settings
 
 
 def test_environment_knobs_reach_the_settings(monkeypatch, tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors import errors as e
+from fleet_data.connectors import errors as e
 
 from .conftest import reply
 

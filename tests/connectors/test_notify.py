@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from connectors.notify import NotifyError, PostRetries, post_json, target_of, validate_url
+from fleet_data.connectors.notify import NotifyError, PostRetries, post_json, target_of, validate_url
 
 from .receiver import Receiver
 

@@ -8,8 +8,8 @@ import socket
 import httpx
 import pytest
 
-from connectors import AsyncVehicleDataClient, Settings, VehicleDataClient
-from connectors import errors as e
+from fleet_data.connectors import AsyncVehicleDataClient, Settings, VehicleDataClient
+from fleet_data.connectors import errors as e
 
 from .conftest import SECRET, reply
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from connectors import RetryPolicy
-from connectors import errors as e
+from fleet_data.connectors import RetryPolicy
+from fleet_data.connectors import errors as e
 
 from .conftest import reply
 
@@ -179,7 +179,7 @@ async def test_a_scheduled_call_hands_its_wait_back_instead_of_sleeping(scripted
     Sent again under the same `CallAttempts`, it is the same call: same Idempotency-Key, attempts counted
     on, the retry budget spent so far kept, so the policy's maximum holds across the queue.
     """
-    from connectors.retry import CallAttempts, RetryLater, scheduled
+    from fleet_data.connectors.retry import CallAttempts, RetryLater, scheduled
 
     busy = fail(503, retryable=True)
     busy.headers["Retry-After"] = "60"
@@ -219,7 +219,7 @@ async def test_a_wait_in_place_ends_when_its_caller_says_stop(scripted):
     """Outside a scheduler the client waits out Retry-After itself; a stop ends that wait within a step."""
     import asyncio
 
-    from connectors.retry import RetryAbandoned, waits_end_when
+    from fleet_data.connectors.retry import RetryAbandoned, waits_end_when
 
     busy = fail(503, retryable=True)
     busy.headers["Retry-After"] = "60"
@@ -237,7 +237,7 @@ async def test_an_interrupt_ends_the_wait_for_a_retry_and_raises_what_it_would_h
     """A run being stopped must not sit out a Retry-After: the wait ends once `interrupt` says so."""
     import asyncio
 
-    from connectors import AsyncVehicleDataClient, Settings
+    from fleet_data.connectors import AsyncVehicleDataClient, Settings
 
     from .conftest import Script
 

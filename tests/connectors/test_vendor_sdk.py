@@ -21,8 +21,8 @@ import pytest
 
 carsxe_api = pytest.importorskip("carsxe_api", reason="the vendor SDK is a dev dependency: make install")
 
-from connectors.sandbox import SandboxConfig, run_sandbox  # noqa: E402
-from connectors.sandbox import errors as msg  # noqa: E402
+from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox  # noqa: E402
+from fleet_data.connectors.sandbox import errors as msg  # noqa: E402
 
 KEY = "sdk_test_key"
 ENTERPRISE = "test_enterprise"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from connectors.sandbox import SandboxConfig, run_sandbox
-from connectors.sandbox import errors as msg
+from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
+from fleet_data.connectors.sandbox import errors as msg
 
 HERE = Path(__file__).resolve().parent / "npm_sdk"
 KEY = "npm_sdk_test_key"

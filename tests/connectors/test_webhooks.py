@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from connectors.redact import redact_text
-from connectors.webhooks import MAX_BODY_BYTES, BatchWebhookReceiver
+from fleet_data.connectors.redact import redact_text
+from fleet_data.connectors.webhooks import MAX_BODY_BYTES, BatchWebhookReceiver
 
 
 def delivery(batch_id="rb_1", **over):

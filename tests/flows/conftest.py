@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from connectors.sandbox import SandboxConfig, run_sandbox
+from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_fleet.csv"
 KEY = "flow_test_key_7c1e"  # distinctive, so a leak is easy to find
@@ -43,7 +43,7 @@ def service(sandbox, monkeypatch):
 
 def sample_rows(n: int, offset: int = 0) -> pl.DataFrame:
     """`n` clean rows of the sample fleet (valid, distinct VINs), as the user's file has them."""
-    from tasks.ingest.vins import is_valid_vin
+    from fleet_data.tasks.ingest.vins import is_valid_vin
 
     fleet = pl.read_csv(SAMPLE, infer_schema=False)
     vin_col = next(c for c in fleet.columns if c.lower() == "vin")
@@ -70,7 +70,7 @@ def db_path(tmp_path) -> str:
 @pytest.fixture
 def read():
     """`read(db_path, sql)`: rows of a query against a pipeline database."""
-    from tasks.store.database import open_database
+    from fleet_data.tasks.store.database import open_database
 
     def run(path: str, sql: str) -> list[tuple]:
         with open_database(path) as db:

@@ -13,15 +13,15 @@ import polars as pl
 import pytest
 from prefect.testing.utilities import prefect_test_harness
 
-from connectors.sandbox import run_sandbox
-from flows import backfill
-from flows.cli import main
-from tasks.control.calls import Calls
-from tasks.land import frames as staging
-from tasks.steps.backfill_tasks import MODELS, check_vins, parse_raw_rows, read_vins_file
-from tasks.ingest.fleet_files import read_fleet
-from tasks.settings import BackfillOptions
-from tasks.store.database import open_database
+from fleet_data.connectors.sandbox import run_sandbox
+from fleet_data.flows import backfill
+from fleet_data.flows.cli import main
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.steps.backfill_tasks import MODELS, check_vins, parse_raw_rows, read_vins_file
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+from fleet_data.tasks.settings import BackfillOptions
+from fleet_data.tasks.store.database import open_database
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "test_backfill_key_7f3a9c1e55"  # distinctive: scanned for in every output
@@ -154,9 +154,9 @@ def test_backfill_first_lands_what_a_killed_run_paid_for(backfilled, fleet, sand
     run, before anything else, and does not ask for them again."""
     import asyncio
 
-    from connectors import Settings
-    from tasks.fetch.enrich import fetch_chunk
-    from tasks.staging.journal import AnswerJournal
+    from fleet_data.connectors import Settings
+    from fleet_data.tasks.fetch.enrich import fetch_chunk
+    from fleet_data.tasks.staging.journal import AnswerJournal
 
     paid, asked = fleet["vins"][6], fleet["vins"][7]
     answers = Path(fleet["db"]).resolve().parent / "staging" / "run-2" / "answers"

@@ -16,11 +16,11 @@ import httpx
 import polars as pl
 import pytest
 
-from connectors.sandbox import Sandbox
-from flows.refresh import refresh_fleet
-from tasks.settings import RefreshOptions
-from tasks.store.database import open_database
-from tasks.outputs.summary import summary_markdown
+from fleet_data.connectors.sandbox import Sandbox
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.store.database import open_database
+from fleet_data.tasks.outputs.summary import summary_markdown
 
 from ..connectors.receiver import Receiver
 from .conftest import sample_rows
@@ -172,7 +172,7 @@ def test_a_third_refresh_where_nothing_changed_records_and_posts_nothing(scenari
     (["--value-move", "0"], "--value-move 0: a value move is a percentage above 0"),
 ])
 def test_a_bad_notify_url_or_threshold_is_refused_before_anything_starts(option, phrase, tmp_path, capsys, monkeypatch):
-    from flows.cli import main
+    from fleet_data.flows.cli import main
 
     monkeypatch.delenv("VDS_API_KEY", raising=False)
     monkeypatch.delenv("VDS_BASE_URL", raising=False)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
+from fleet_data.flows.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 VIN = "1HGCM82633A004352"
@@ -173,7 +173,7 @@ def test_an_unbalanced_quote_in_the_header_is_named_with_its_place(tmp_path, cap
 
 
 def test_an_unbalanced_quote_further_down_is_named_too(tmp_path):
-    from tasks.ingest.fleet_files import FleetFileError, read_fleet
+    from fleet_data.tasks.ingest.fleet_files import FleetFileError, read_fleet
 
     bad = tmp_path / "late.csv"
     bad.write_text(f'\nvin,"unit\n{VIN},1\n')
@@ -235,12 +235,12 @@ def test_with_json_an_argparse_error_is_json_too(fleet, tmp_path, capsys):
 
 
 def test_with_json_a_bug_is_json_too(fleet, tmp_path, capsys, monkeypatch):
-    import tasks.ingest.fleet_files
+    import fleet_data.tasks.ingest.fleet_files
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(tasks.ingest.fleet_files, "read_fleet", broken)
+    monkeypatch.setattr(fleet_data.tasks.ingest.fleet_files, "read_fleet", broken)
     assert main(["refresh", fleet, "--db", str(tmp_path / "fleet.duckdb"), "--json"]) == 1
     out, err = capsys.readouterr()
     error = json.loads(out)["error"]
@@ -250,7 +250,7 @@ def test_with_json_a_bug_is_json_too(fleet, tmp_path, capsys, monkeypatch):
 
 HOLDER = """
 import sys, time
-from tasks.run.context import hold_run
+from fleet_data.tasks.run.context import hold_run
 session = hold_run(sys.argv[1], "run-holding", "refresh")
 print("holding", flush=True)
 time.sleep(120)
@@ -274,7 +274,7 @@ def test_with_json_a_busy_database_is_json(fleet, tmp_path, capsys):
 
 
 def test_verbose_after_the_command(tmp_path, capsys):
-    from flows.cli import parse
+    from fleet_data.flows.cli import parse
 
     assert parse(["status", "-v"]).verbose and parse(["-v", "status"]).verbose and not parse(["status"]).verbose
     assert parse(["lookup", "obd", "P0115", "--verbose"]).verbose
@@ -310,8 +310,8 @@ def test_version(capsys):
 
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     """`fleet status | head -1`: the reader closes the pipe before the command has printed everything."""
-    from tasks.store.database import open_database
-    from tasks.store.published import publish_file as publish
+    from fleet_data.tasks.store.database import open_database
+    from fleet_data.tasks.store.published import publish_file as publish
 
     db = str(tmp_path / "fleet.duckdb")
     with open_database(db) as store:
@@ -329,7 +329,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
         assert "Traceback" not in shell.stderr and "BrokenPipe" not in shell.stderr, shell.stderr
         assert shell.stderr == ""
         # And deterministically: the pipe is closed before the command writes a byte.
-        process = subprocess.Popen([sys.executable, "-m", "flows.cli", *command], cwd=tmp_path, env=env,
+        process = subprocess.Popen([sys.executable, "-m", "fleet_data.flows.cli", *command], cwd=tmp_path, env=env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         process.stdout.close()
         err = process.stderr.read().decode()

@@ -10,10 +10,10 @@ import os
 
 import pytest
 
-from connectors import Settings
-from connectors.config import DEFAULT_BASE_URL
-from flows.cli import main, parse
-from flows.defaults import DEFAULT_DB
+from fleet_data.connectors import Settings
+from fleet_data.connectors.config import DEFAULT_BASE_URL
+from fleet_data.flows.cli import main, parse
+from fleet_data.flows.defaults import DEFAULT_DB
 
 VIN = "1HGCM82633A004352"
 
@@ -115,8 +115,8 @@ def test_a_bad_environment_value_is_refused(clean, capsys, monkeypatch):
 
 
 def test_status_reads_its_database_from_the_project_file(clean, capsys):
-    from tasks.store.database import open_database
-    from tasks.store.published import publish_file as publish
+    from fleet_data.tasks.store.database import open_database
+    from fleet_data.tasks.store.published import publish_file as publish
 
     db = clean / "data" / "team.duckdb"
     db.parent.mkdir()
@@ -145,7 +145,7 @@ def test_the_key_from_dotenv_alone_reaches_the_public_service(clean):
 
 
 def test_no_key_and_no_url_means_the_sandbox(clean, capsys):
-    from flows.target import service_settings
+    from fleet_data.flows.target import service_settings
 
     with service_settings() as settings:
         assert settings.base_url.startswith("http://127.0.0.1:")
@@ -153,7 +153,7 @@ def test_no_key_and_no_url_means_the_sandbox(clean, capsys):
 
 
 def test_a_key_alone_starts_no_sandbox(clean, monkeypatch, capsys):
-    from flows.target import service_settings
+    from fleet_data.flows.target import service_settings
 
     monkeypatch.setenv("VDS_API_KEY", "k")
     with service_settings() as settings:
@@ -165,7 +165,7 @@ def test_the_committed_example_uncommented_is_valid_and_the_defaults(clean):
     """The repository's fleet.toml documents the defaults: uncommented, it must load and change nothing."""
     from pathlib import Path
 
-    from tasks.plan.due import DEFAULT_FRESHNESS, DEFAULT_NO_DATA_FRESHNESS, parse_freshness
+    from fleet_data.tasks.plan.due import DEFAULT_FRESHNESS, DEFAULT_NO_DATA_FRESHNESS, parse_freshness
 
     example = (Path(__file__).resolve().parents[2] / "fleet.toml").read_text()
     lines = [line[2:] if line.startswith("# ") and "=" in line.split("#")[1] or line.startswith("# [") else line
@@ -173,7 +173,7 @@ def test_the_committed_example_uncommented_is_valid_and_the_defaults(clean):
     write(clean / "sub" / "deeper" / "fleet.toml", "\n".join(lines))
     import tomllib
 
-    from tasks.settings import shared_options
+    from fleet_data.tasks.settings import shared_options
 
     assert set(tomllib.loads("\n".join(lines))) == set(shared_options())  # every setting is shown, uncommented here
     args = parse(["refresh", "f.csv"])

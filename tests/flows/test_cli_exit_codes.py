@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from flows import exitcodes
-from flows.cli import main
-from flows.outcome import exit_code
+from fleet_data.flows import exitcodes
+from fleet_data.flows.cli import main
+from fleet_data.flows.outcome import exit_code
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -27,7 +27,7 @@ import duckdb
 import httpx
 import pytest
 
-from connectors.sandbox import SandboxConfig, run_sandbox
+from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
 from tests.prefect_server import prefect_server, stop_group
 
 from .conftest import sample_rows
@@ -105,7 +105,7 @@ KEY_SOURCES = """
 import os
 import pytest
 from prefect.blocks.system import Secret
-from flows import apikey
+from fleet_data.flows import apikey
 
 apikey.SECRET_BLOCK = "no-such-key-block"
 with pytest.raises(apikey.MissingKey, match="VDS_API_KEY.*Secret block named 'no-such-key-block'"):
@@ -192,7 +192,7 @@ def test_a_cli_refresh_is_named_tagged_linked_and_logged_on_the_server(server, s
     sample_rows(4, offset=10).write_csv(fleet)
     db = tmp_path / "fleet.duckdb"
     env = {**server, "VDS_BASE_URL": sandbox_url, "VDS_API_KEY": KEY}
-    done = _run([sys.executable, "-m", "flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "",
+    done = _run([sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "",
                  "--datasets", "specs", "--json"], env, timeout=180, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     run_id = json.loads(done.stdout)["run_id"]

@@ -19,10 +19,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.land import frames as staging
-from tasks.ingest.fleet_files import read_fleet
-from tasks.store.database import open_database
-from tasks.store.published import publish_file as publish
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+from fleet_data.tasks.store.database import open_database
+from fleet_data.tasks.store.published import publish_file as publish
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample_fleet.csv"
@@ -30,7 +30,7 @@ CLOSED = "http://127.0.0.1:9"  # discard port: nothing listens there
 # Runs `fleet` and then says, on its last stderr line, which Prefect modules the command imported.
 SCRIPT = """
 import json, sys
-from flows.cli import main
+from fleet_data.flows.cli import main
 code = main(sys.argv[1:])
 print("MODULES " + json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'prefect')), file=sys.stderr)
 sys.exit(code)

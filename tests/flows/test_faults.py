@@ -24,15 +24,15 @@ from typing import Callable, Iterator
 import polars as pl
 import pytest
 
-from connectors import AsyncVehicleDataClient, Settings
-from connectors import errors as e
-from connectors.retry import RetryPolicy
-from connectors.sandbox import Account, FaultConfig
-from flows.refresh import refresh_fleet
-from tasks.control.calls import Calls
-from tasks.settings import RefreshOptions
-from tasks.store.database import open_database
-from tasks.ingest.vins import check_digit
+from fleet_data.connectors import AsyncVehicleDataClient, Settings
+from fleet_data.connectors import errors as e
+from fleet_data.connectors.retry import RetryPolicy
+from fleet_data.connectors.sandbox import Account, FaultConfig
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.store.database import open_database
+from fleet_data.tasks.ingest.vins import check_digit
 
 PER_VIN = {"specs": "/specs", "market_value": "/v2/marketvalue", "history": "/history", "lien_theft": "/v1/lien-theft"}
 DATASET_OF = {**{path: d for d, path in PER_VIN.items()}, "/v1/recalls": "recalls"}
@@ -344,7 +344,7 @@ async def test_an_answer_of_the_wrong_shape_fails_its_vin_not_the_chunk():
     """Valid JSON that is not what the endpoint promises: that VIN fails with a reason, the rest land."""
     from aiohttp import web
 
-    from tasks.fetch.enrich import fetch_chunk
+    from fleet_data.tasks.fetch.enrich import fetch_chunk
 
     garbled = magic_vin("000777")
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from connectors import CallRecord
-from flows.refresh import refresh_fleet
-from tasks.settings import RefreshOptions
-from tasks.staging.journal import AnswerJournal, Journal, read_journal
+from fleet_data.connectors import CallRecord
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.staging.journal import AnswerJournal, Journal, read_journal
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ def test_staging_on_s3_lands_everything_and_leaves_no_staged_object(service, fle
 @pytest.mark.parametrize("flags, named", [(["--workers", "0"], "--workers 0"), (["--dask", "localhost"], "--dask localhost"),
                                           (["--staging", "/tmp/x"], "--staging /tmp/x")])
 def test_bad_scale_flags_are_refused_in_one_line_before_anything_starts(fleet_file, tmp_path, flags, named):
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "refresh", fleet_file(4), "--db", str(tmp_path / "f.duckdb"),
+    done = subprocess.run([sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet_file(4), "--db", str(tmp_path / "f.duckdb"),
                            *flags], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "VDS_API_KEY": "k", "VDS_BASE_URL": "http://127.0.0.1:9"})
     assert done.returncode == 2, done.stderr
@@ -164,8 +164,8 @@ def _put_journal(s3, folder: Path, run_id: str, vins: list[str]) -> str:
 
 def test_a_staged_file_on_s3_lands_once_and_only_in_the_database_whose_run_paid_for_it(s3, tmp_path):
     """Landed again (the kill came after COMMIT, before the delete) it changes nothing; another database's is left."""
-    from tasks.land.recover import land_journals
-    from tasks.store.database import open_database
+    from fleet_data.tasks.land.recover import land_journals
+    from fleet_data.tasks.store.database import open_database
 
     ours, theirs = "20260101T000000Z-ours", "20260101T000000Z-theirs"
     vins = ["1HGCM82633A004352", "1HGCM82633A004353"]
@@ -195,7 +195,7 @@ def test_a_run_killed_after_staging_on_s3_is_landed_by_the_next_run_without_call
     marker = tmp_path / "failpoint-reached"
     env = {**os.environ, "FLEET_FAILPOINT": "staged", "FLEET_FAILPOINT_MARKER": str(marker),
            "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": str(ROOT), "PREFECT_LOGGING_TO_API_ENABLED": "false"}
-    command = [sys.executable, "-m", "flows.cli", "refresh", fleet, "--db", db_path, "--lake", "", "--datasets", "specs",
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet, "--db", db_path, "--lake", "", "--datasets", "specs",
                "--chunk-size", "6", "--staging", STAGING]
     billed = lambda: [c["vin"] for c in sandbox.journal() if c["endpoint"] == "/specs"]  # noqa: E731
     with (tmp_path / "killed.log").open("wb") as log:
@@ -251,7 +251,7 @@ def test_a_chunk_killed_mid_fetch_with_s3_staging_lands_what_it_journalled_at_th
     env = {**os.environ, "FLEET_FAILPOINT": "journal_flushed:3", "FLEET_FAILPOINT_MARKER": str(marker),
            "TMPDIR": str(scratch), "PREFECT_API_URL": PREFECT_API_URL.value(), "PYTHONPATH": str(ROOT),
            "PREFECT_LOGGING_TO_API_ENABLED": "false"}
-    command = [sys.executable, "-m", "flows.cli", "refresh", fleet, "--db", db_path, "--lake", "", "--datasets", "specs",
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet, "--db", db_path, "--lake", "", "--datasets", "specs",
                "--chunk-size", "12", "--concurrency", "1", "--staging", STAGING]
     billed = lambda: [c["vin"] for c in sandbox.journal() if c["endpoint"] == "/specs"]  # noqa: E731
     with (tmp_path / "killed.log").open("wb") as log:

@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from flows.cli import main
+from fleet_data.flows.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEETS = ROOT / "tests" / "fixtures" / "fleets"
@@ -89,12 +89,12 @@ def test_a_100_mb_single_line_is_refused_with_one_line(hundred_mb_line, tmp_path
 
 def test_unexpected_failure_is_one_line_and_minus_v_shows_the_traceback(tmp_path, capsys, monkeypatch):
     """A bug (here a polars error ingest does not expect) is reported as one, not dressed up as bad input."""
-    import tasks.ingest.fleet_files
+    import fleet_data.tasks.ingest.fleet_files
 
     def broken(*args, **kwargs):
         raise pl.exceptions.ComputeError("invalid utf8\n\nThis error occurred in the following expression:")
 
-    monkeypatch.setattr(tasks.ingest.fleet_files, "read_fleet", broken)
+    monkeypatch.setattr(fleet_data.tasks.ingest.fleet_files, "read_fleet", broken)
     argv = ["refresh", str(FLEETS / "crlf.csv"), "--db", str(tmp_path / "fleet.duckdb")]
     assert main(argv) == 1
     err = capsys.readouterr().err
@@ -107,12 +107,12 @@ def test_unexpected_failure_is_one_line_and_minus_v_shows_the_traceback(tmp_path
 
 def test_a_polars_panic_is_caught_at_the_boundary_too(tmp_path, capsys, monkeypatch):
     # PanicException derives from BaseException, so `except Exception` alone would let it through.
-    import tasks.ingest.fleet_files
+    import fleet_data.tasks.ingest.fleet_files
 
     def panics(*args, **kwargs):
         raise pl.exceptions.PanicException("index out of bounds")
 
-    monkeypatch.setattr(tasks.ingest.fleet_files, "read_fleet", panics)
+    monkeypatch.setattr(fleet_data.tasks.ingest.fleet_files, "read_fleet", panics)
     assert main(["refresh", str(FLEETS / "crlf.csv"), "--db", str(tmp_path / "fleet.duckdb")]) == 1
     assert "unexpected PanicException: index out of bounds" in capsys.readouterr().err
 
@@ -121,7 +121,7 @@ def test_the_real_command_prints_no_traceback(tmp_path):
     """As a user runs it: a separate process, everything it prints, not only what capsys sees."""
     bad = HOSTILE / "random_bytes.csv"
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "refresh", str(bad), "--db", str(tmp_path / "fleet.duckdb")],
+        [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(bad), "--db", str(tmp_path / "fleet.duckdb")],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
         env={k: v for k, v in os.environ.items() if k not in ("VDS_API_KEY", "VDS_BASE_URL")} | {"PYTHONPATH": str(ROOT)},
     )  # fmt: skip

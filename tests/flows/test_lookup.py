@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from connectors.sandbox import run_sandbox
-from flows.cli import main
+from fleet_data.connectors.sandbox import run_sandbox
+from fleet_data.flows.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.cli import build_parser, parse
-from tasks.settings import (
+from fleet_data.flows.cli import build_parser, parse
+from fleet_data.tasks.settings import (
     COMMANDS,
     BackfillOptions,
     RefreshOptions,
@@ -109,7 +109,7 @@ def _toml(key: str, value: object) -> str:
 
 
 def test_only_the_model_s_shared_options_are_file_keys(clean, capsys):
-    from flows.cli import main
+    from fleet_data.flows.cli import main
 
     for name in set(RefreshOptions.model_fields) - set(shared_options()):
         (clean / "fleet.toml").write_text(f"{name} = 1\n")
@@ -124,8 +124,8 @@ def test_the_committed_fleet_toml_shows_every_shared_option():
 
 
 def test_the_flow_takes_paths_and_the_model():
-    from flows.backfill import backfill_fleet
-    from flows.refresh import refresh_fleet
+    from fleet_data.flows.backfill import backfill_fleet
+    from fleet_data.flows.refresh import refresh_fleet
 
     assert list(inspect.signature(refresh_fleet.fn).parameters) == ["paths", "options", "run_id"]
     schema = refresh_fleet.parameters  # what Prefect validates a deployment's parameters with, and shows
@@ -152,7 +152,7 @@ def test_the_readme_tables_are_the_model_s():
 
 
 def test_the_settings_tree_reads_every_group_at_once(clean, monkeypatch):
-    from tasks.settings import SettingsError, load_settings
+    from fleet_data.tasks.settings import SettingsError, load_settings
 
     (clean / "fleet.toml").write_text("chunk_size = 40\n")
     monkeypatch.setenv("VDS_TIMEOUT", "2.5")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from flows.processes import die_with_parent_process
+from fleet_data.flows.processes import die_with_parent_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def _server_port(process: psutil.Process) -> int | None:
 def test_kill_9_of_a_refresh_leaves_no_process_it_started(fleet_file, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "VDS_"))}
     env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "prefect-home")}
-    command = [sys.executable, "-m", "flows.cli", "refresh", fleet_file(200), "--db", str(tmp_path / "fleet.duckdb"),
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet_file(200), "--db", str(tmp_path / "fleet.duckdb"),
                "--lake", ""]
     with (tmp_path / "refresh.log").open("wb") as log:
         # Its own process group, so this test can clean up whatever happens.
@@ -85,7 +85,7 @@ def test_kill_9_of_a_refresh_leaves_no_process_it_started(fleet_file, tmp_path):
 def test_a_refresh_that_ends_normally_stops_its_server(fleet_file, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "VDS_"))}
     env |= {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(tmp_path / "prefect-home")}
-    command = [sys.executable, "-m", "flows.cli", "refresh", fleet_file(5), "--db", str(tmp_path / "fleet.duckdb"),
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet_file(5), "--db", str(tmp_path / "fleet.duckdb"),
                "--lake", "", "--datasets", "specs"]
     seen: dict[psutil.Process, int | None] = {}  # every child seen, with the server's port
     with (tmp_path / "refresh.log").open("wb") as log:
@@ -114,7 +114,7 @@ def test_a_refresh_that_ends_normally_stops_its_server(fleet_file, tmp_path):
 
 _SERVE_LIKE = """
 import multiprocessing, sys, time
-from flows.processes import die_with_parent_process
+from fleet_data.flows.processes import die_with_parent_process
 
 def flow_run():
     assert die_with_parent_process(every=0.1)

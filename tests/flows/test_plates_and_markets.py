@@ -7,10 +7,10 @@ import json
 import polars as pl
 import pytest
 
-from connectors.sandbox import plates as sandbox_plates
-from flows.cli import main
-from flows.refresh import refresh_fleet
-from tasks.settings import RefreshOptions
+from fleet_data.connectors.sandbox import plates as sandbox_plates
+from fleet_data.flows.cli import main
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.settings import RefreshOptions
 
 from .conftest import sample_rows
 

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from connectors.sandbox import FaultConfig
-from flows.refresh import refresh_fleet
-from tasks.settings import RefreshOptions
+from fleet_data.connectors.sandbox import FaultConfig
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.settings import RefreshOptions
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flows.cli import main
+from fleet_data.flows.cli import main
 
 
 @pytest.mark.parametrize("size", ["10001", "0", "250000"])

@@ -12,8 +12,8 @@ from collections import Counter
 
 import pytest
 
-from flows.refresh import refresh_fleet
-from tasks.settings import RefreshOptions
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.settings import RefreshOptions
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -27,14 +27,14 @@ from typing import Any
 import polars as pl
 import pytest
 
-from flows.cli import main
-from flows.refresh import refresh_fleet
-from tasks.settings import RefreshOptions
-from tasks.outputs.report import report_markdown, write_run_report
-from tasks.store.database import open_database
-from tasks.outputs.summary import report as print_run_summary
-from tasks.store.published import open_published
-from tasks.store.published import publish_file as publish
+from fleet_data.flows.cli import main
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.outputs.report import report_markdown, write_run_report
+from fleet_data.tasks.store.database import open_database
+from fleet_data.tasks.outputs.summary import report as print_run_summary
+from fleet_data.tasks.store.published import open_published
+from fleet_data.tasks.store.published import publish_file as publish
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime.now(UTC)

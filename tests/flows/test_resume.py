@@ -53,12 +53,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from connectors.sandbox import FaultConfig, Sandbox
-from flows.refresh import refresh_fleet
-from tasks.settings import RefreshOptions
-from tasks.ingest.fleet_files import read_fleet
-from tasks.staging.journal import read_journal
-from tasks.store.database import open_database
+from fleet_data.connectors.sandbox import FaultConfig, Sandbox
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+from fleet_data.tasks.staging.journal import read_journal
+from fleet_data.tasks.store.database import open_database
 
 # The killed refreshes run side by side with the other xdist worker's tests: on a loaded 2-core box they
 # took over 180 s, so the bound (a hang guard, not a timing) and the module's timeout leave room.
@@ -171,7 +171,7 @@ class Refresh:
                "PREFECT_LOGGING_TO_API_ENABLED": "false"}  # its log is the file: spare the shared server
         if failpoint:
             env |= {"FLEET_FAILPOINT": failpoint, "FLEET_FAILPOINT_MARKER": str(self.marker)}
-        command = [sys.executable, "-m", "flows.cli", "refresh", fleet, "--db", self.db, "--lake", "",
+        command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet, "--db", self.db, "--lake", "",
                    "--chunk-size", str(RUN_OPTIONS["chunk_size"]), "--concurrency", str(RUN_OPTIONS["concurrency"])]
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -422,15 +422,15 @@ def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_san
                                                                   monkeypatch):
     """No kill: a chunk's landing transaction fails (a lock, say), so the run fails. What that chunk
     paid for stays journalled, and the next run lands it without calling again."""
-    import tasks.steps.refresh_tasks
-    import tasks.store.database
+    import fleet_data.tasks.steps.refresh_tasks
+    import fleet_data.tasks.store.database
 
     reference, _ = runs
     key = "resume_landing_fails"
     monkeypatch.setenv("VDS_BASE_URL", slow_sandbox.url)
     monkeypatch.setenv("VDS_API_KEY", key)
     db = str(tmp_path / "fleet.duckdb")
-    real_land, real_failpoint = tasks.steps.refresh_tasks.land_answers, tasks.store.database.failpoint
+    real_land, real_failpoint = fleet_data.tasks.steps.refresh_tasks.land_answers, fleet_data.tasks.store.database.failpoint
     landing_market_values, refused, guard = threading.local(), [], threading.Lock()
 
     def land(store, run_id, dataset, answers):
@@ -445,15 +445,15 @@ def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_san
             refuse = name == "landing" and getattr(landing_market_values, "on", False) and not refused
             refused.extend([name] if refuse else [])
         if refuse:
-            raise tasks.store.database.DatabaseError("could not set lock on file (injected)")
+            raise fleet_data.tasks.store.database.DatabaseError("could not set lock on file (injected)")
         real_failpoint(name)
 
-    monkeypatch.setattr(tasks.steps.refresh_tasks, "land_answers", land)
-    monkeypatch.setattr(tasks.store.database, "failpoint", failpoint)
+    monkeypatch.setattr(fleet_data.tasks.steps.refresh_tasks, "land_answers", land)
+    monkeypatch.setattr(fleet_data.tasks.store.database, "failpoint", failpoint)
     with pytest.raises(Exception, match="injected"):
         refresh_fleet([fleet], RefreshOptions(db=db, **RUN_OPTIONS))
-    monkeypatch.setattr(tasks.steps.refresh_tasks, "land_answers", real_land)
-    monkeypatch.setattr(tasks.store.database, "failpoint", real_failpoint)
+    monkeypatch.setattr(fleet_data.tasks.steps.refresh_tasks, "land_answers", real_land)
+    monkeypatch.setattr(fleet_data.tasks.store.database, "failpoint", real_failpoint)
 
     landed = {vin for (vin,) in read(db, "SELECT vin FROM fetch_status WHERE dataset = 'market_value'")}
     saved = {vin for vin, dataset in _journalled(db) if dataset == "market_value"}
@@ -478,7 +478,7 @@ BIG_CHUNK = 300_000
 _LAND = """
 import sys
 import polars as pl
-from tasks.store.database import open_database
+from fleet_data.tasks.store.database import open_database
 
 db = open_database(sys.argv[1])
 calls = lambda n, prefix: pl.DataFrame({"call_id": [f"{prefix}{i}" for i in range(n)], "endpoint": ["/specs"] * n})

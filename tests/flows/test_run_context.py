@@ -7,10 +7,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from flows.refresh import refresh_fleet
-from tasks.settings import RefreshOptions
-from tasks.run import context
-from tasks.store.files import working_path
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.run import context
+from fleet_data.tasks.store.files import working_path
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.cli import main
-from flows.refresh import refresh_fleet
-from tasks.settings import RefreshOptions
+from fleet_data.flows.cli import main
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.settings import RefreshOptions
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 SECRET = "sk_live_LEAKCANARY_5f2e9a"
@@ -134,7 +134,7 @@ def test_fleet_sandbox_serves_until_terminated():
     import httpx
 
     root = Path(__file__).resolve().parents[2]
-    process = subprocess.Popen([sys.executable, "-m", "flows.cli", "sandbox", "--port", "0", "--seed", "3"],
+    process = subprocess.Popen([sys.executable, "-m", "fleet_data.flows.cli", "sandbox", "--port", "0", "--seed", "3"],
                                cwd=root, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)})
     try:
         line = process.stdout.readline().strip()

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from prefect import Flow
 
-from flows.cli import build_parser
-from flows.serve import RECALLS_CRON, VALUES_CRON, build_deployments
-from tasks.settings import RefreshOptions
+from fleet_data.flows.cli import build_parser
+from fleet_data.flows.serve import RECALLS_CRON, VALUES_CRON, build_deployments
+from fleet_data.tasks.settings import RefreshOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,7 +86,7 @@ def test_prefect_yaml_entrypoint_imports_and_takes_its_parameters():
 
 
 def test_scheduled_windows_are_shorter_than_the_gap_between_runs():
-    from flows.serve import scheduled_freshness
+    from fleet_data.flows.serve import scheduled_freshness
 
     assert scheduled_freshness("0 6 * * *", "UTC", ["recalls", "specs"]) == {"recalls": "21h"}  # daily
     monthly = scheduled_freshness(VALUES_CRON, "UTC", ["specs", "market_value", "history"])

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from connectors.sandbox import FaultConfig
+from fleet_data.connectors.sandbox import FaultConfig
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ class Fleet:
     def __init__(self, workdir: Path, name: str, args: list[str], env: dict[str, str]):
         self.out, self.err = workdir / f"{name}.out", workdir / f"{name}.err"
         with self.out.open("wb") as out, self.err.open("wb") as err:
-            self.process = subprocess.Popen([sys.executable, "-m", "flows.cli", *args], cwd=ROOT, env=env,
+            self.process = subprocess.Popen([sys.executable, "-m", "fleet_data.flows.cli", *args], cwd=ROOT, env=env,
                                             stdout=out, stderr=err)
 
     @property
@@ -155,7 +155,7 @@ def test_status_in_a_loop_during_a_refresh_sees_it_live_and_never_harms_it(sandb
         for _ in range(200):
             if not refresh.running():
                 break
-            status = subprocess.run([sys.executable, "-m", "flows.cli", "status", "--db", db, "--json"], cwd=ROOT,
+            status = subprocess.run([sys.executable, "-m", "fleet_data.flows.cli", "status", "--db", db, "--json"], cwd=ROOT,
                                     env=_env(sandbox, key), capture_output=True, text=True, timeout=120)
             if status.returncode == 2 and "no such database" in status.stdout + status.stderr:  # --json: on stdout
                 continue  # the refresh has not published its first snapshot yet
@@ -176,7 +176,7 @@ def test_status_in_a_loop_during_a_refresh_sees_it_live_and_never_harms_it(sandb
     assert seen_live, f"{statuses} status calls during the refresh, none showed it live"
     assert {live["run_id"] for live in seen_live} == {summary["run_id"]}
 
-    after = subprocess.run([sys.executable, "-m", "flows.cli", "status", "--db", db, "--json"], cwd=ROOT,
+    after = subprocess.run([sys.executable, "-m", "fleet_data.flows.cli", "status", "--db", db, "--json"], cwd=ROOT,
                            env=_env(sandbox, key), capture_output=True, text=True, timeout=120)
     shown = json.loads(after.stdout)
     assert shown["live_run"] is None
@@ -280,7 +280,7 @@ def test_wait_queues_behind_the_running_refresh(sandbox, fleet_file, tmp_path):
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(sandbox, fleet_file, tmp_path):
-    from tasks.store.database import open_database
+    from fleet_data.tasks.store.database import open_database
 
     sandbox.set_faults(SLOW)
     key, db, fleet = "sharing_dead_lock", str(tmp_path / "fleet.duckdb"), fleet_file(20)
@@ -307,7 +307,7 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(sandbox, fleet_file, tmp_pa
 # -- the same rules, in this process -------------------------------------------------------------
 HOLDER = """
 import sys
-from tasks.run.context import hold_run
+from fleet_data.tasks.run.context import hold_run
 with hold_run(sys.argv[1], "cli-run", "refresh"):
     print("holding", flush=True)
     sys.stdin.read()  # until the test closes it
@@ -332,8 +332,8 @@ def test_a_flow_started_outside_the_cli_queues_behind_the_lock_holder(service, f
     """As under `fleet serve` or a Prefect worker: the flow takes the lock itself, and waits for it."""
     import threading
 
-    from flows.refresh import refresh_fleet
-    from tasks.settings import RefreshOptions
+    from fleet_data.flows.refresh import refresh_fleet
+    from fleet_data.tasks.settings import RefreshOptions
 
     sandbox = service("sharing_flow_queues")
     holder = _hold_elsewhere(db_path)
@@ -361,7 +361,7 @@ def test_a_flow_started_outside_the_cli_queues_behind_the_lock_holder(service, f
 
 
 def test_backfill_is_refused_too_while_another_run_holds_the_database(tmp_path, capsys):
-    from flows.cli import main
+    from fleet_data.flows.cli import main
 
     db = str(tmp_path / "fleet.duckdb")
     holder = _hold_elsewhere(db)
@@ -377,9 +377,9 @@ def test_backfill_is_refused_too_while_another_run_holds_the_database(tmp_path, 
 def test_publishing_during_a_run_follows_FLEET_PUBLISH_SECONDS(tmp_path, monkeypatch):
     import polars as pl
 
-    from tasks.run.progressfile import read_progress
-    from tasks.run.context import hold_run
-    from tasks.store.database import open_database
+    from fleet_data.tasks.run.progressfile import read_progress
+    from fleet_data.tasks.run.context import hold_run
+    from fleet_data.tasks.store.database import open_database
 
     db = str(tmp_path / "fleet.duckdb")
     calls = pl.DataFrame({"call_id": ["a", "b", "c"], "endpoint": ["/specs"] * 3, "units": [1, 1, 1]})
@@ -406,7 +406,7 @@ def test_publishing_during_a_run_follows_FLEET_PUBLISH_SECONDS(tmp_path, monkeyp
 OLD_WRITER = """
 import os, sys
 import polars as pl
-from tasks.store.database import Database
+from fleet_data.tasks.store.database import Database
 db = Database(sys.argv[1])  # as before the working store: writing --db itself
 db.land("api_calls", pl.DataFrame({"call_id": ["old-1", "old-2"], "endpoint": ["/specs"] * 2}), "old-run")
 os._exit(0)  # killed: the landing is only in the write-ahead log beside the file
@@ -414,8 +414,8 @@ os._exit(0)  # killed: the landing is only in the write-ahead log beside the fil
 
 
 def test_a_database_from_before_the_working_store_seeds_it(tmp_path):
-    from tasks.run.context import hold_run
-    from tasks.store.database import open_database
+    from fleet_data.tasks.run.context import hold_run
+    from fleet_data.tasks.store.database import open_database
 
     db = str(tmp_path / "fleet.duckdb")
     subprocess.run([sys.executable, "-c", OLD_WRITER, db], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -431,8 +431,8 @@ def test_a_database_from_before_the_working_store_seeds_it(tmp_path):
 
 
 def test_only_the_lock_holder_clears_other_runs_staging(tmp_path):
-    from tasks.run.context import current, hold_run
-    from tasks.staging.area import StagingArea
+    from fleet_data.tasks.run.context import current, hold_run
+    from fleet_data.tasks.staging.area import StagingArea
 
     db = str(tmp_path / "fleet.duckdb")
     other = StagingArea.beside(db, "other-run").run_dir
@@ -445,7 +445,7 @@ def test_only_the_lock_holder_clears_other_runs_staging(tmp_path):
 
 
 def test_the_lock_is_reentrant_in_its_process_and_exclusive_across_processes(tmp_path):
-    from tasks.run import lock as runlock
+    from fleet_data.tasks.run import lock as runlock
 
     db = str(tmp_path / "fleet.duckdb")
     assert runlock.acquire(db, "r1", "refresh") is True

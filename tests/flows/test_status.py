@@ -13,13 +13,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from flows.cli import main
-from flows.status import month_start
-from tasks.control.calls import Calls
-from tasks.land import frames as staging
-from tasks.ingest.fleet_files import read_fleet
-from tasks.store.database import open_database
-from tasks.store.published import publish_file as publish
+from fleet_data.flows.cli import main
+from fleet_data.flows.status import month_start
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+from fleet_data.tasks.store.database import open_database
+from fleet_data.tasks.store.published import publish_file as publish
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,8 +126,8 @@ def test_status_needs_no_prefect_and_no_service(db_path):
 
 HOLDER = """
 import sys, time
-from tasks.run.context import hold_run
-from tasks.store.database import open_database
+from fleet_data.tasks.run.context import hold_run
+from fleet_data.tasks.store.database import open_database
 session = hold_run(sys.argv[1], "run-live", "refresh")
 store = open_database(sys.argv[1])            # the working store, held read-write all along
 store.start_run("refresh", [], run_id="run-live")
@@ -147,7 +147,7 @@ def test_status_reads_the_published_file_and_the_progress_file_only(db_path, cap
                               stderr=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "holding", holder.stderr.read()
-        done = subprocess.run([sys.executable, "-m", "flows.cli", "status", "--db", db_path, "--json"], cwd=ROOT,
+        done = subprocess.run([sys.executable, "-m", "fleet_data.flows.cli", "status", "--db", db_path, "--json"], cwd=ROOT,
                               env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         status = json.loads(done.stdout)
@@ -156,7 +156,7 @@ def test_status_reads_the_published_file_and_the_progress_file_only(db_path, cap
         assert live["datasets"]["specs"] == {"description": "Fetching specs", "done": 7, "total": 40}
         # run-c's process is gone: shown interrupted, but nothing was written to say so.
         assert {r["run_id"]: r["status"] for r in status["runs"]}["run-c"] == "interrupted"
-        tables = subprocess.run([sys.executable, "-m", "flows.cli", "status", "--db", db_path], cwd=ROOT, env=env,
+        tables = subprocess.run([sys.executable, "-m", "fleet_data.flows.cli", "status", "--db", db_path], cwd=ROOT, env=env,
                                 capture_output=True, text=True, timeout=60)
         assert "Running now: run run-live (refresh, pid" in tables.stdout and "specs 7/40" in tables.stdout
     finally:
@@ -174,11 +174,11 @@ def test_no_data_answers_from_the_service_are_not_failed_calls(tmp_path, monkeyp
     """Against the sandbox: a VIN it has no data for (404) and one that keeps failing (502)."""
     import asyncio
 
-    from connectors import RetryPolicy, Settings
-    from connectors.sandbox import run_sandbox
-    from flows.status import fleet_status
-    from tasks.fetch.enrich import fetch_chunk
-    from tasks.land.landing import land_enrichment
+    from fleet_data.connectors import RetryPolicy, Settings
+    from fleet_data.connectors.sandbox import run_sandbox
+    from fleet_data.flows.status import fleet_status
+    from fleet_data.tasks.fetch.enrich import fetch_chunk
+    from fleet_data.tasks.land.landing import land_enrichment
 
     found, gone, broken = "1HGCM82633A004352", "1HGCM82633A004363", "1HGCM82693A000502"
     path = str(tmp_path / "fleet.duckdb")

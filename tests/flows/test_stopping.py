@@ -22,11 +22,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from connectors.sandbox import Sandbox
-from flows.exitcodes import CANCELLED
-from tasks.ingest.fleet_files import read_fleet
-from tasks.plan.due import make_plan
-from tasks.store.database import open_database
+from fleet_data.connectors.sandbox import Sandbox
+from fleet_data.flows.exitcodes import CANCELLED
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+from fleet_data.tasks.plan.due import make_plan
+from fleet_data.tasks.store.database import open_database
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample_fleet.csv"
@@ -36,8 +36,8 @@ OPTIONS = ["--lake", "", "--datasets", ",".join(DATASETS), "--chunk-size", "50",
 # A worker's flow-run process: the flow called directly, with Prefect's own handling of SIGTERM around it.
 AS_A_WORKER = """
 import json, sys
-from flows.refresh import refresh_fleet
-from tasks.settings import RefreshOptions
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.settings import RefreshOptions
 options = RefreshOptions(db=sys.argv[2], lake=None, datasets=sys.argv[3].split(","), chunk_size=50, concurrency=4)
 state = refresh_fleet([sys.argv[1]], options, return_state=True)
 print(json.dumps({"state": state.type.value, "status": state.result(raise_on_failure=False)["status"]}))
@@ -65,7 +65,7 @@ def _start(how: str, fleet: str, db: Path, key: str, sandbox: Sandbox, home: Pat
     if how == "flow":
         command = [sys.executable, "-c", AS_A_WORKER, fleet, str(db), ",".join(DATASETS)]
     else:
-        command = [sys.executable, "-m", "flows.cli", "refresh", fleet, "--db", str(db), *OPTIONS]
+        command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet, "--db", str(db), *OPTIONS]
     log = (db.parent / "run.log").open("wb")
     # Its own process group, so this test can clean up whatever happens.
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, start_new_session=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from flows.refresh import refresh_fleet
-from tasks.settings import RefreshOptions
-from tasks.datasets import valuation_request
+from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.datasets import valuation_request
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 

@@ -26,7 +26,7 @@ import httpx
 import psutil
 import pytest
 
-from connectors.sandbox import Sandbox
+from fleet_data.connectors.sandbox import Sandbox
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +66,7 @@ def test_forged_deliveries_mark_nothing_cost_no_status_reads_and_no_memory(tmp_p
     try:
         env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT),
                "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false"}
-        command = [sys.executable, "-m", "flows.cli", "refresh", fleet, "--db", str(db), "--lake", "",
+        command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet, "--db", str(db), "--lake", "",
                    "--datasets", "recalls", "--batch-size", str(BIG), "--webhook-listen", listen,
                    # Details by model come after the batches: by VIN, the small batch's would be looked up
                    # while the forgeries are posted, and their work would be in the memory measured.
@@ -146,7 +146,7 @@ def test_forged_deliveries_mark_nothing_cost_no_status_reads_and_no_memory(tmp_p
     stderr = stderr_path.read_bytes()
     assert len(stderr) < 64 * 1024, stderr[-2000:]
     assert token.encode() not in stderr
-    from tasks.store.database import open_database
+    from fleet_data.tasks.store.database import open_database
 
     with open_database(str(db)) as store:
         by_batch = "SELECT count(*), count(DISTINCT vin) FROM recall_checks WHERE batch_id IS NOT NULL"

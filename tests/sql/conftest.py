@@ -2,7 +2,7 @@
 
 import pytest
 
-from tasks.store.database import open_database
+from fleet_data.tasks.store.database import open_database
 
 
 @pytest.fixture

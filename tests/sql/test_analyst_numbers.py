@@ -14,17 +14,17 @@ from datetime import UTC, date, datetime
 import polars as pl
 import pytest
 
-from connectors import models as m
-from connectors.models.market_value import MarketValue
-from connectors.sandbox import recalls as sandbox_recalls
-from connectors.sandbox import valuation
-from connectors.sandbox import vehicles as sandbox_data
-from tasks.land import frames as staging
-from tasks.datasets import REGISTRY, valuation_request
-from tasks.ingest.fleet_files import read_fleet
-from tasks.ingest.markets import applies, with_market
-from tasks.plan.due import DueRule, make_plan
-from tasks.store.database import SQL_DIR, open_database
+from fleet_data.connectors import models as m
+from fleet_data.connectors.models.market_value import MarketValue
+from fleet_data.connectors.sandbox import recalls as sandbox_recalls
+from fleet_data.connectors.sandbox import valuation
+from fleet_data.connectors.sandbox import vehicles as sandbox_data
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.datasets import REGISTRY, valuation_request
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+from fleet_data.tasks.ingest.markets import applies, with_market
+from fleet_data.tasks.plan.due import DueRule, make_plan
+from fleet_data.tasks.store.database import SQL_DIR, open_database
 
 SAMPLE = SQL_DIR.parent / "data" / "sample_fleet.csv"
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -14,14 +14,14 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
-from tasks.store import dictionary
-from tasks.store.database import SQL_DIR, Database
+from fleet_data.tasks.store import dictionary
+from fleet_data.tasks.store.database import SQL_DIR, Database
 
 T0 = datetime(2026, 2, 5, 12, 0, tzinfo=timezone.utc)
 ROOT = Path(__file__).resolve().parents[2]
 UPGRADE_AND_DIE = """
 import os, sys
-from tasks.store.database import Database
+from fleet_data.tasks.store.database import Database
 db = Database(sys.argv[1])
 assert 9 in db.applied
 os._exit(0)

@@ -13,13 +13,13 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from connectors import models as m
-from connectors.sandbox import recalls as sandbox_recalls
-from connectors.sandbox import valuation as sandbox_values
-from connectors.sandbox import vehicles as sandbox_vehicles
-from tasks.land import frames as staging
-from tasks.staging.chunk import ChunkResult
-from tasks.land.landing import fetch_status_frame, land_enrichment
+from fleet_data.connectors import models as m
+from fleet_data.connectors.sandbox import recalls as sandbox_recalls
+from fleet_data.connectors.sandbox import valuation as sandbox_values
+from fleet_data.connectors.sandbox import vehicles as sandbox_vehicles
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.tasks.land.landing import fetch_status_frame, land_enrichment
 
 VIN = "1HGCM82633A004352"  # the spec's example VIN: data everywhere, open recalls, lien/theft events
 OTHER = "1HGCM82633A004353"
@@ -259,7 +259,7 @@ def test_views_show_the_latest_runs_changes_most_severe_first(db):
 
 def test_changes_land_nowhere_else(db):
     """`changes` is written by the landing itself, never handed a frame."""
-    from tasks.store.database import DatabaseError
+    from fleet_data.tasks.store.database import DatabaseError
 
     with pytest.raises(DatabaseError):
         db.land("changes", pl.DataFrame({"vin": [VIN]}), "r1")

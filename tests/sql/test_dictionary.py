@@ -9,9 +9,9 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from tasks.store import dictionary, dictionary_files
-from tasks.store.database import open_database
-from tasks.store.published import publish_file as publish
+from fleet_data.tasks.store import dictionary, dictionary_files
+from fleet_data.tasks.store.database import open_database
+from fleet_data.tasks.store.published import publish_file as publish
 
 VIN = "1HGCM82633A004352"
 

@@ -10,8 +10,8 @@ import duckdb
 import pandas as pd
 import polars as pl
 
-from tasks.ingest.fleet_files import read_fleet
-from tasks.store.database import EXPORT_TABLES
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+from fleet_data.tasks.store.database import EXPORT_TABLES
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
 T1 = datetime(2026, 2, 5, 12, 0, tzinfo=timezone.utc)

@@ -6,8 +6,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from tasks.ingest.fleet_files import read_fleet
-from tasks.store.database import DatabaseError, LANDING_TABLES
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+from fleet_data.tasks.store.database import DatabaseError, LANDING_TABLES
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
 T1 = datetime(2026, 2, 5, 12, 0, tzinfo=timezone.utc)
@@ -44,7 +44,7 @@ def specs_frame(fetched_at=T0, make="Honda"):
 
 
 def test_every_landing_table_has_its_sql():
-    from tasks.store.database import SQL_DIR
+    from fleet_data.tasks.store.database import SQL_DIR
 
     for name in LANDING_TABLES:
         assert (SQL_DIR / "landing" / f"{name}.sql").is_file(), name

@@ -6,7 +6,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tasks.store.database import SQL_DIR, Database, DatabaseError, open_database
+from fleet_data.tasks.store.database import SQL_DIR, Database, DatabaseError, open_database
 
 
 def test_fresh_database_applies_every_migration_once(tmp_path):

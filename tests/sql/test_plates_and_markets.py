@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import polars as pl
 
-from tasks.store.database import EXPORT_TABLES
+from fleet_data.tasks.store.database import EXPORT_TABLES
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=timezone.utc)
 T1 = datetime(2026, 2, 5, 12, 0, tzinfo=timezone.utc)

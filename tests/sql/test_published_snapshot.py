@@ -15,8 +15,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from tasks.store.database import open_database
-from tasks.store.published import publish_file as publish
+from fleet_data.tasks.store.database import open_database
+from fleet_data.tasks.store.published import publish_file as publish
 
 VINS = ["1HGCM82633A004352", "WBA3A5C56G0915102"]
 

@@ -13,10 +13,10 @@ from datetime import datetime, timedelta, timezone
 import orjson
 import pytest
 
-from connectors.sandbox import valuation as sandbox_values
-from connectors.sandbox import vehicles as sandbox_vehicles
-from tasks.staging.chunk import ChunkResult
-from tasks.land.landing import land_enrichment
+from fleet_data.connectors.sandbox import valuation as sandbox_values
+from fleet_data.connectors.sandbox import vehicles as sandbox_vehicles
+from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.tasks.land.landing import land_enrichment
 
 VINS = ["1HGCM82633A004352", "1HGCM82633A004353", "1FTFW1ET5DFC10312"]
 T0 = datetime(2026, 5, 1, 12, tzinfo=timezone.utc)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from tasks.store.database import open_database
+from fleet_data.tasks.store.database import open_database
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def test_second_process_is_refused_with_a_clear_message(tmp_path):
     db = open_database(path)
     script = textwrap.dedent(
         f"""
-        from tasks.store.database import DatabaseError, open_database
+        from fleet_data.tasks.store.database import DatabaseError, open_database
         try:
             open_database({str(path)!r})
         except DatabaseError as exc:
@@ -50,12 +50,12 @@ def test_second_process_is_refused_with_a_clear_message(tmp_path):
 
 
 def test_a_run_whose_process_died_is_marked_interrupted_when_the_next_run_takes_the_lock(tmp_path):
-    from tasks.run.context import hold_run
+    from fleet_data.tasks.run.context import hold_run
 
     path = tmp_path / "f.duckdb"
     died = textwrap.dedent(f"""
         import os
-        from tasks.store.database import open_database
+        from fleet_data.tasks.store.database import open_database
         db = open_database({str(path)!r})
         db.start_run("refresh", ["fleet.csv"], run_id="died")
         db.start_run("refresh", ["fleet.csv"], run_id="finished")

@@ -9,9 +9,9 @@ from datetime import UTC, date, datetime
 import polars as pl
 import pytest
 
-from connectors import models as m
-from connectors.sandbox import vehicles as sandbox_data
-from tasks.land import frames as staging
+from fleet_data.connectors import models as m
+from fleet_data.connectors.sandbox import vehicles as sandbox_data
+from fleet_data.tasks.land import frames as staging
 
 T0 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 T1 = datetime(2026, 2, 5, 12, 0, tzinfo=UTC)

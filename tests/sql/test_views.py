@@ -131,7 +131,7 @@ def test_vehicle_value_trend(fleet):
 
 
 def test_views_are_documented(db):
-    from tasks.store.database import SQL_DIR
+    from fleet_data.tasks.store.database import SQL_DIR
 
     readme = (SQL_DIR / "README.md").read_text()
     views = db.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal AND schema_name = 'main'")["view_name"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from connectors import Settings
-from connectors.sandbox import run_sandbox
-from tasks.store.database import open_database
+from fleet_data.connectors import Settings
+from fleet_data.connectors.sandbox import run_sandbox
+from fleet_data.tasks.store.database import open_database
 
 KEY = "task_test_key_5d2e"
 

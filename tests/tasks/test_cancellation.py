@@ -13,13 +13,13 @@ import threading
 
 import pytest
 
-from connectors import Settings
-from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
-from tasks.control.calls import Calls
-from tasks.fetch.enrich import fetch_chunk
-from tasks.fetch.plates import look_up_plates
-from tasks.recalls.batches import BatchOptions, run_recall_batches
-from tasks.control.stops import CANCELLED, Stopped, Stops
+from fleet_data.connectors import Settings
+from fleet_data.connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.fetch.enrich import fetch_chunk
+from fleet_data.tasks.fetch.plates import look_up_plates
+from fleet_data.tasks.recalls.batches import BatchOptions, run_recall_batches
+from fleet_data.tasks.control.stops import CANCELLED, Stopped, Stops
 
 from .test_recall_batches import vins
 

@@ -13,9 +13,9 @@ from datetime import datetime, timedelta, timezone
 import polars as pl
 import pytest
 
-from tasks.control.calls import Calls
-from tasks.fetch.enrich import fetch_chunk
-from tasks.land.landing import fetch_status_frame, land_enrichment
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.fetch.enrich import fetch_chunk
+from fleet_data.tasks.land.landing import fetch_status_frame, land_enrichment
 
 GONE = "1HGCM82633A004363"  # the sandbox has no data for it on any VIN endpoint
 BEFORE = datetime.now(timezone.utc) - timedelta(days=2)

@@ -15,23 +15,23 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks import datasets as registry
-from tasks.control.calls import Calls
-from tasks.datasets import REGISTRY, Dataset, Table
+from fleet_data.tasks import datasets as registry
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.datasets import REGISTRY, Dataset, Table
 
 ROOT = Path(__file__).resolve().parents[2]
 VINS = ["1HGCM82633A004352", "1HGCM82633A004353", "WBA3A5C50DF123456"]
 
 
 def test_every_consumer_names_the_registrys_datasets():
-    from flows import backfill as backfill_flow
-    from flows import serve
-    from tasks.steps import backfill_tasks as backfill
-    from tasks.fetch import enrich
-    from tasks.land import landing
-    from tasks.plan import due as plan
-    from tasks.land import shred
-    from tasks.store import database as storage
+    from fleet_data.flows import backfill as backfill_flow
+    from fleet_data.flows import serve
+    from fleet_data.tasks.steps import backfill_tasks as backfill
+    from fleet_data.tasks.fetch import enrich
+    from fleet_data.tasks.land import landing
+    from fleet_data.tasks.plan import due as plan
+    from fleet_data.tasks.land import shred
+    from fleet_data.tasks.store import database as storage
 
     names = tuple(REGISTRY)
     assert tuple(plan.ALL_DATASETS) == names
@@ -92,15 +92,15 @@ def toy(tmp_path, monkeypatch) -> Dataset:
 
 
 def test_a_dataset_declared_once_is_planned_fetched_landed_and_reparsed(toy, store, settings, tmp_path):
-    from flows.backfill import REPARSE_DATASETS
-    from flows.checks import datasets as check_datasets
-    from flows.refresh import ORDER as refresh_order
-    from tasks.settings import RefreshOptions, check
-    from tasks.steps.backfill_tasks import plan_from_frames
-    from tasks.steps.backfill_tasks import parse_raw_rows
-    from tasks.fetch.enrich import fetch_chunk
-    from tasks.land.landing import land_enrichment
-    from tasks.plan.due import make_plan, parse_freshness
+    from fleet_data.flows.backfill import REPARSE_DATASETS
+    from fleet_data.flows.checks import datasets as check_datasets
+    from fleet_data.flows.refresh import ORDER as refresh_order
+    from fleet_data.tasks.settings import RefreshOptions, check
+    from fleet_data.tasks.steps.backfill_tasks import plan_from_frames
+    from fleet_data.tasks.steps.backfill_tasks import parse_raw_rows
+    from fleet_data.tasks.fetch.enrich import fetch_chunk
+    from fleet_data.tasks.land.landing import land_enrichment
+    from fleet_data.tasks.plan.due import make_plan, parse_freshness
 
     # Its table is the one thing outside the registry: a migration would create it.
     store.connection.execute("CREATE TABLE legacy_values (vin VARCHAR PRIMARY KEY, retail DOUBLE, "

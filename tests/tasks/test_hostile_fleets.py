@@ -13,8 +13,8 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from tasks.ingest.fleet_files import FleetFileError, read_fleet
-from tasks.store.database import open_database
+from fleet_data.tasks.ingest.fleet_files import FleetFileError, read_fleet
+from fleet_data.tasks.store.database import open_database
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEETS = ROOT / "tests" / "fixtures" / "fleets"

@@ -5,7 +5,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.ingest.fleet_files import FleetFileError, read_fleet
+from fleet_data.tasks.ingest.fleet_files import FleetFileError, read_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 FLEETS = ROOT / "tests" / "fixtures" / "fleets"
@@ -274,7 +274,7 @@ def _mixed_fleet(rows: int) -> str:
 def test_a_csv_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, monkeypatch):
     """A large fleet is never held whole: rows are read and checked slice by slice, and the result (roster, line
     numbers, duplicates, rejected rows, plate rows) is the one of reading the file in one piece."""
-    import tasks.ingest.fleet_files as ingest
+    import fleet_data.tasks.ingest.fleet_files as ingest
 
     path = write(tmp_path, "fleet.csv", _mixed_fleet(1000))
     whole = read_fleet([path])  # far under the default slice: one slice
@@ -302,7 +302,7 @@ def test_a_csv_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, monkeypat
 
 def test_files_in_slices_keep_every_column_of_every_file(tmp_path, monkeypatch):
     """Files with different columns, read in slices: roster, plates and rejected rows as when read whole."""
-    import tasks.ingest.fleet_files as ingest
+    import fleet_data.tasks.ingest.fleet_files as ingest
 
     first = write(tmp_path, "a.csv", _mixed_fleet(300))
     second = write(tmp_path, "b.csv", f"vin,colour\n{V2},red\n,blue\n{V3},green\n" * 40)
@@ -316,7 +316,7 @@ def test_files_in_slices_keep_every_column_of_every_file(tmp_path, monkeypatch):
 
 
 def test_a_parquet_file_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, monkeypatch):
-    import tasks.ingest.fleet_files as ingest
+    import fleet_data.tasks.ingest.fleet_files as ingest
 
     csv = write(tmp_path, "fleet.csv", _mixed_fleet(600))
     path = tmp_path / "fleet.parquet"
@@ -336,7 +336,7 @@ def test_a_parquet_file_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, 
 
 @pytest.mark.parametrize("header", ["vin,unit", "a,b"])
 def test_a_row_that_breaks_the_parse_after_many_slices_is_named_as_when_read_whole(tmp_path, monkeypatch, header):
-    import tasks.ingest.fleet_files as ingest
+    import fleet_data.tasks.ingest.fleet_files as ingest
 
     monkeypatch.setattr(ingest, "SLICE_ROWS", 16)
     path = write(tmp_path, "late.csv", header + "\n" + f"{V1},u\n" * 300 + f"{V1},a,b\n{V1},z\n")

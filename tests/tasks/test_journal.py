@@ -17,15 +17,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from connectors import CallRecord, RetryPolicy, Settings
-from connectors.sandbox import SandboxConfig, run_sandbox
-from tasks.control.calls import Calls
-from tasks.steps.backfill_tasks import FETCHED_AS, MODELS
-from tasks.fetch.enrich import DATASETS, fetch_chunk
-from tasks.staging.chunk import ChunkResult
-from tasks.staging.journal import AnswerJournal, read_journal
-from tasks.land.recover import land_journals
-from tasks.store.database import DatabaseError, open_database
+from fleet_data.connectors import CallRecord, RetryPolicy, Settings
+from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.steps.backfill_tasks import FETCHED_AS, MODELS
+from fleet_data.tasks.fetch.enrich import DATASETS, fetch_chunk
+from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.tasks.staging.journal import AnswerJournal, read_journal
+from fleet_data.tasks.land.recover import land_journals
+from fleet_data.tasks.store.database import DatabaseError, open_database
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "20260101T000000Z-journal"
@@ -70,7 +70,7 @@ class Capture:
 
 
 def frames_of(result: ChunkResult) -> dict[str, pl.DataFrame]:
-    from tasks.land.landing import land_enrichment
+    from fleet_data.tasks.land.landing import land_enrichment
 
     store = Capture()
     land_enrichment(store, RUN, result)  # type: ignore[arg-type]
@@ -97,7 +97,7 @@ async def test_a_journal_gives_back_the_chunk_it_recorded(sandbox, tmp_path, dat
 
 
 def test_the_journal_parses_answers_with_the_models_reparse_uses():
-    from connectors import ENDPOINTS
+    from fleet_data.connectors import ENDPOINTS
 
     for dataset in PER_VIN:
         assert ENDPOINTS[DATASETS[dataset].endpoint].model is MODELS[{v: k for k, v in FETCHED_AS.items()}.get(dataset, dataset)]
@@ -159,8 +159,8 @@ _WRITER = """
 import sys, time
 from datetime import datetime, timezone
 from pathlib import Path
-from connectors import CallRecord
-from tasks.staging.journal import AnswerJournal
+from fleet_data.connectors import CallRecord
+from fleet_data.tasks.staging.journal import AnswerJournal
 
 journal = AnswerJournal(Path(sys.argv[1]), "run", "specs", batch_rows=5)
 i = 0
@@ -197,7 +197,7 @@ async def test_a_journal_lands_once_however_often_it_is_landed(sandbox, tmp_path
     result, path = await fetch(sandbox, "journal_lands_once", "market_value", tmp_path / "staging" / RUN / "answers")
     live, recovered = open_database(tmp_path / "live.duckdb"), open_database(tmp_path / "recovered.duckdb")
     try:
-        from tasks.land.landing import land_enrichment
+        from fleet_data.tasks.land.landing import land_enrichment
 
         for db in (live, recovered):
             db.start_run("refresh", run_id=RUN)

@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tasks.store.database import EXPORT_TABLES, open_database
+from fleet_data.tasks.store.database import EXPORT_TABLES, open_database
 
 T1 = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 T2 = datetime(2026, 2, 5, 12, 0, tzinfo=UTC)

@@ -15,17 +15,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from connectors import RetryPolicy, Settings
-from connectors.sandbox import SandboxConfig, run_sandbox
-from tasks.control.calls import Calls
-from tasks.fetch.enrich import fetch_chunk
-from tasks.staging import staged_chunk
-from tasks.staging.journal import AnswerJournal, read_journal
-from tasks.land.landing import land_answers, land_enrichment
-from tasks.land.recover import land_journals
-from tasks.land.shred import staged_tables
-from tasks.staging.staged_chunk import StagedTables
-from tasks.store.database import open_database
+from fleet_data.connectors import RetryPolicy, Settings
+from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.fetch.enrich import fetch_chunk
+from fleet_data.tasks.staging import staged_chunk
+from fleet_data.tasks.staging.journal import AnswerJournal, read_journal
+from fleet_data.tasks.land.landing import land_answers, land_enrichment
+from fleet_data.tasks.land.recover import land_journals
+from fleet_data.tasks.land.shred import staged_tables
+from fleet_data.tasks.staging.staged_chunk import StagedTables
+from fleet_data.tasks.store.database import open_database
 
 RUN = "20260101T000000Z-answers"
 VINS = ["1HGCM82633A004352", "1HGCM82633A004353", "1HGCM82633A004363", "1HGCM82633A000404",
@@ -93,8 +93,8 @@ async def test_a_journal_lands_set_based_as_its_chunk_result_does(sandbox, tmp_p
 
 
 def test_a_journal_without_a_call_or_a_failure_lands_nothing():
-    from tasks.staging.journal import SCHEMA
-    from tasks.land.landing import worth_landing
+    from fleet_data.tasks.staging.journal import SCHEMA
+    from fleet_data.tasks.land.landing import worth_landing
 
     pending = pa.Table.from_pylist([{"vin": "1HGCM82633A004352", "outcome": "pending"}], schema=SCHEMA)
     failed = pa.Table.from_pylist([{"vin": "1HGCM82633A004352", "outcome": "failed"}], schema=SCHEMA)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tasks.fetch.lanes import fetch_turn, forget_run
+from fleet_data.tasks.fetch.lanes import fetch_turn, forget_run
 
 
 def test_one_turn_at_a_time_per_dataset_and_datasets_do_not_wait_for_each_other():

@@ -3,9 +3,9 @@
 import polars as pl
 import pytest
 
-from tasks.fetch.enrich import DATASETS
-from tasks.ingest.markets import applies, in_scope, with_market
-from tasks.plan.due import applicability_table, declaration
+from fleet_data.tasks.fetch.enrich import DATASETS
+from fleet_data.tasks.ingest.markets import applies, in_scope, with_market
+from fleet_data.tasks.plan.due import applicability_table, declaration
 
 NA, NA_BAD = "1HGCM82633A004352", "2T1BURHE0JC012345"
 EUROPE = "WBA3A5C50DF123456"

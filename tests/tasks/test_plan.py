@@ -4,8 +4,8 @@ from datetime import timedelta
 
 import pytest
 
-from tasks.control.calls import Calls
-from tasks.plan.due import DEFAULT_FRESHNESS, DatasetPlan, DueRule, parse_freshness
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.plan.due import DEFAULT_FRESHNESS, DatasetPlan, DueRule, parse_freshness
 
 
 def test_freshness_overrides_parse_and_keep_the_other_defaults():
@@ -40,10 +40,10 @@ def test_no_data_answers_are_asked_again_after_their_own_shorter_window(store, s
 
     import polars as pl
 
-    from tasks.fetch.enrich import fetch_chunk
-    from tasks.land.landing import land_enrichment
-    from tasks.plan.due import make_plan
-    from tasks.outputs.summary import plan_text
+    from fleet_data.tasks.fetch.enrich import fetch_chunk
+    from fleet_data.tasks.land.landing import land_enrichment
+    from fleet_data.tasks.plan.due import make_plan
+    from fleet_data.tasks.outputs.summary import plan_text
 
     found, gone = "1HGCM82633A004352", "1HGCM82633A004363"  # data; no data anywhere
     store.land("vehicles", pl.DataFrame({"vin": [found, gone]}), "r1")
@@ -76,8 +76,8 @@ def test_the_no_data_window_is_parsed_like_the_others():
 def test_vehicles_a_dataset_cannot_answer_for_are_not_applicable_not_due(tmp_path):
     import polars as pl
 
-    from tasks.plan.due import ALL_DATASETS, make_plan
-    from tasks.store.database import open_database
+    from fleet_data.tasks.plan.due import ALL_DATASETS, make_plan
+    from fleet_data.tasks.store.database import open_database
 
     na, europe, in_texas, in_ontario = "1HGCM82633A004352", "WBA3A5C50DF123456", "JTDKARFU4HL133505", "2T1BURHE0JC012345"
     with open_database(tmp_path / "fleet.duckdb") as db:
@@ -100,13 +100,13 @@ def test_a_plan_from_the_roster_as_read_equals_the_plan_from_the_landed_roster(t
 
     import polars as pl
 
-    from tasks.plan.due import ALL_DATASETS, make_plan
-    from tasks.store.database import open_database
+    from fleet_data.tasks.plan.due import ALL_DATASETS, make_plan
+    from fleet_data.tasks.store.database import open_database
 
     fleet = tmp_path / "fleet.csv"
     fleet.write_text("vin,state,mileage,country\n1HGCM82633A004352,,12000,\nWBA3A5C50DF123456,,,DE\n"
                      "JTDKARFU4HL133505,TX,5 km,\n2T1BURHE0JC012345,ON,,\n1HGCM82633A004363,CA,7,\n")
-    from tasks.ingest.fleet_files import read_fleet
+    from fleet_data.tasks.ingest.fleet_files import read_fleet
 
     roster = read_fleet(fleet).roster
     now = datetime.now(timezone.utc)

@@ -5,13 +5,13 @@ from datetime import datetime, timezone
 import polars as pl
 import pytest
 
-from connectors import Settings
-from connectors.sandbox import SandboxConfig, run_sandbox
-from connectors.sandbox import plates as sandbox_plates
-from tasks.control.calls import Calls
-from tasks.control.budget import Budget
-from tasks.fetch.plates import look_up_plates
-from tasks.ingest.plates import (
+from fleet_data.connectors import Settings
+from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
+from fleet_data.connectors.sandbox import plates as sandbox_plates
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.control.budget import Budget
+from fleet_data.tasks.fetch.plates import look_up_plates
+from fleet_data.tasks.ingest.plates import (
     PLATE_LOOKUP_FAILED, PLATE_LOOKUP_OFF, PLATE_NEEDS_STATE, PLATE_NOT_FOUND, PLATE_NOT_LOOKED_UP, lookup_keys,
     merge_into_roster, place_looked_up, plan_plates, resolutions_frame, sort_plate_rows, with_lookup_keys,
 )  # fmt: skip
@@ -157,7 +157,7 @@ async def test_a_budget_or_a_refusal_leaves_plates_not_looked_up_and_errors_fail
 
 
 async def test_a_lookup_that_keeps_failing_is_a_reject_with_its_reason_and_the_others_go_on(sandbox):
-    from connectors.sandbox import FaultConfig
+    from fleet_data.connectors.sandbox import FaultConfig
 
     settings = Settings(api_key="plates_test_key", base_url=sandbox.url)
     sandbox.set_faults(FaultConfig(rate=1.0, statuses=[500], seed=3))
@@ -171,9 +171,9 @@ async def test_a_lookup_that_keeps_failing_is_a_reject_with_its_reason_and_the_o
 
 
 def test_a_plate_leading_to_a_vin_the_file_lists_is_a_duplicate_of_that_row(tmp_path):
-    from tasks.ingest.plates import Lookup, PlateLookups
-    from tasks.land.plates import land_lookups
-    from tasks.store.database import open_database
+    from fleet_data.tasks.ingest.plates import Lookup, PlateLookups
+    from fleet_data.tasks.land.plates import land_lookups
+    from fleet_data.tasks.store.database import open_database
 
     with open_database(tmp_path / "fleet.duckdb") as db:
         run = db.start_run("refresh", ["f.csv"], started_at=T0)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from connectors.models.base import Result
-from connectors.redact import redact_text
-from connectors.retry import RetryPolicy
-from tasks.control.calls import Calls
-from tasks.fetch.enrich import DATASETS, fetch_chunk
-from tasks.staging.journal import AnswerJournal, read_journal
+from fleet_data.connectors.models.base import Result
+from fleet_data.connectors.redact import redact_text
+from fleet_data.connectors.retry import RetryPolicy
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.fetch.enrich import DATASETS, fetch_chunk
+from fleet_data.tasks.staging.journal import AnswerJournal, read_journal
 
 VINS = ["1HGCM82633A004352", "1HGCM82633A004353", "1HGCM82633A004363", "1HGCM82633A000404"]
 
@@ -49,8 +49,8 @@ def test_reparse_shreds_stored_answers_without_a_model(monkeypatch):
     """`backfill --reparse` lands stored answers through the same SQL, no model per answer either."""
     from datetime import datetime, timezone
 
-    from connectors.sandbox import vehicles as sandbox_vehicles
-    from tasks.steps.backfill_tasks import parse_raw_rows
+    from fleet_data.connectors.sandbox import vehicles as sandbox_vehicles
+    from fleet_data.tasks.steps.backfill_tasks import parse_raw_rows
 
     built = models_built(monkeypatch)
     at = datetime(2026, 5, 1, tzinfo=timezone.utc)
@@ -88,7 +88,7 @@ async def scripted_specs():
     runner = web.AppRunner(app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
-    from connectors import Settings
+    from fleet_data.connectors import Settings
 
     yield bodies, Settings(api_key=SENT_KEY, base_url=f"http://127.0.0.1:{runner.addresses[0][1]}")
     await runner.cleanup()
@@ -162,7 +162,7 @@ def test_a_journal_batch_reads_back_cell_for_cell_whether_a_column_repeats_or_no
     """A batch's columns that hold one value throughout are written as that value repeated."""
     from datetime import datetime, timedelta, timezone
 
-    from connectors import CallRecord
+    from fleet_data.connectors import CallRecord
 
     at = datetime(2026, 11, 23, tzinfo=timezone.utc)
     rows = []

@@ -15,11 +15,11 @@ from datetime import datetime, timedelta, timezone
 import polars as pl
 import pytest
 
-from connectors import AsyncVehicleDataClient
-from tasks.land import frames as staging
-from tasks.control.calls import Calls
-from tasks.recalls.batches import MAX_BATCH_VINS, BatchOptions, run_recall_batches
-from tasks.ingest.vins import check_digit
+from fleet_data.connectors import AsyncVehicleDataClient
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.recalls.batches import MAX_BATCH_VINS, BatchOptions, run_recall_batches
+from fleet_data.tasks.ingest.vins import check_digit
 
 from .conftest import KEY
 
@@ -115,9 +115,9 @@ def test_a_replayed_submit_is_recorded_as_billed_once(original_recorded, store, 
 
 def test_a_replay_after_an_unanswered_attempt_bills_that_attempt(store):
     """The service took attempt 1 but its answer was lost; attempt 2 is the replay. Only the records change."""
-    from connectors.calls import CallRecord
-    from connectors.models import BatchJob
-    from tasks.recalls.batches import _bill_first_acceptance
+    from fleet_data.connectors.calls import CallRecord
+    from fleet_data.connectors.models import BatchJob
+    from fleet_data.tasks.recalls.batches import _bill_first_acceptance
 
     at = datetime.now(timezone.utc)
     call = dict(endpoint="recalls-batch-submit", method="POST", path=SUBMIT, vin=None, latency_ms=5.0, will_retry=False)
@@ -132,8 +132,8 @@ def test_a_replay_after_an_unanswered_attempt_bills_that_attempt(store):
 
 def test_a_submit_without_an_answer_stays_pending_for_the_next_run(store, tmp_path):
     """A dropped connection at submit (no HTTP status at all) keeps the entry and its key: maybe it went through."""
-    from connectors import RetryPolicy, Settings
-    from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
+    from fleet_data.connectors import RetryPolicy, Settings
+    from fleet_data.connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
 
     due = vins(2)
     with run_sandbox(SandboxConfig(faults=FaultConfig(drop_rate=1.0))) as dropping:

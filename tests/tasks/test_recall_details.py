@@ -13,9 +13,9 @@ from datetime import datetime, timedelta, timezone
 import polars as pl
 import pytest
 
-from connectors.sandbox.recalls import campaign_pool, open_recalls
-from tasks.control.calls import Calls
-from tasks.recalls.details import fetch_recall_details
+from fleet_data.connectors.sandbox.recalls import campaign_pool, open_recalls
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.recalls.details import fetch_recall_details
 
 # Two 2018 Honda CR-Vs with two open campaigns each (not the same two), as the sandbox has them.
 CRV_A, CRV_B = "1HGCM8264JA000002", "1HGCM8266JA000020"

@@ -12,10 +12,10 @@ import asyncio
 
 import polars as pl
 
-from connectors.sandbox import FaultConfig
-from connectors.sandbox.recalls import open_recalls
-from tasks.control.calls import Calls
-from tasks.fetch.plates import look_up_plates
+from fleet_data.connectors.sandbox import FaultConfig
+from fleet_data.connectors.sandbox.recalls import open_recalls
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.fetch.plates import look_up_plates
 
 from .conftest import KEY
 from .test_plates import sandbox_plate
@@ -71,8 +71,8 @@ def with_recalls(n: int) -> list[str]:
 
 
 def test_details_of_a_landed_batch_start_while_another_batch_waits(store, sandbox, settings, tmp_path):
-    from tasks.recalls.batches import BatchOptions
-    from tasks.recalls.pipeline import check_recalls_and_details
+    from fleet_data.tasks.recalls.batches import BatchOptions
+    from fleet_data.tasks.recalls.pipeline import check_recalls_and_details
 
     due = with_recalls(8)
     store.land("vehicles", pl.DataFrame({"vin": due, "unit_number": [f"U{i}" for i in range(len(due))]}), "r1")
@@ -96,7 +96,7 @@ def test_details_of_a_landed_batch_start_while_another_batch_waits(store, sandbo
 
 
 async def test_a_plate_waiting_out_a_retry_after_does_not_hold_its_slot(sandbox):
-    from connectors import Settings
+    from fleet_data.connectors import Settings
 
     keys = [("US", "TX", sandbox_plate(True, i * 50)) for i in range(3)]
     sandbox.set_faults(FaultConfig(rate=1.0, statuses=[503], retry_after_seconds=2, endpoints=[PLATE], max_faults=1))

@@ -19,15 +19,15 @@ import polars as pl
 import pytest
 from aiohttp import web
 
-from connectors import Settings
-from connectors import errors as e
-from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
-from connectors.sandbox.recalls import campaign_pool
-from tasks.control.calls import Calls
-from tasks.fetch.enrich import fetch_chunk
-from tasks.fetch.lanes import fetch_turn, forget_run
-from tasks.recalls.details import fetch_recall_details
-from tasks.control.stops import PausePolicy, Stops
+from fleet_data.connectors import Settings
+from fleet_data.connectors import errors as e
+from fleet_data.connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
+from fleet_data.connectors.sandbox.recalls import campaign_pool
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.fetch.enrich import fetch_chunk
+from fleet_data.tasks.fetch.lanes import fetch_turn, forget_run
+from fleet_data.tasks.recalls.details import fetch_recall_details
+from fleet_data.tasks.control.stops import PausePolicy, Stops
 
 VINS = [f"1HGCM8263{d}A00435{i}" for d, i in zip("0123456789", range(10))]  # shape only: our service checks nothing
 A, B, C, D, E = VINS[:5]
@@ -273,7 +273,7 @@ async def test_recall_campaign_lookups_run_concurrently(store):
 
 def test_the_retry_window_opens_once_every_first_attempt_is_made_and_new_work_reopens_it():
     """Opens when no first attempt is left; closes W later. New work re-opens it; work that follows does not."""
-    from tasks.control.retry_window import WINDOW_CLOSED, RetryWindow
+    from fleet_data.tasks.control.retry_window import WINDOW_CLOSED, RetryWindow
 
     now = [0.0]
     window = RetryWindow(10.0, clock=lambda: now[0])
@@ -308,7 +308,7 @@ async def test_retries_still_waiting_when_the_window_closes_end_pending_not_fail
     B's retry fits in the window and lands; A's second retry would come after it closes: A ends pending,
     with the reason, after one retry that honoured its Retry-After; nothing is failed.
     """
-    from tasks.control.retry_window import WINDOW_CLOSED, RetryWindow
+    from fleet_data.tasks.control.retry_window import WINDOW_CLOSED, RetryWindow
 
     service.script = {A: [(503, 1), (503, 5)], B: [(503, 1)]}
     settings = Settings(api_key="sched_key", base_url=service.url)
@@ -330,7 +330,7 @@ async def test_retries_still_waiting_when_the_window_closes_end_pending_not_fail
 
 async def test_late_first_attempts_that_follow_get_only_what_is_left_of_the_window(service):
     """Recall details come after the batch's results: made even when late, their retries bounded by the same close."""
-    from tasks.control.retry_window import WINDOW_CLOSED, RetryWindow
+    from fleet_data.tasks.control.retry_window import WINDOW_CLOSED, RetryWindow
 
     stops = Stops(window=RetryWindow(1.0))
     stops.window.expect(1)
@@ -350,9 +350,9 @@ async def test_late_first_attempts_that_follow_get_only_what_is_left_of_the_wind
 
 async def test_a_wait_in_place_ends_when_the_window_closes(service):
     """Outside the scheduler (recall batch steps call through `Stops.call`), a retry's wait ends at the close too."""
-    from connectors import AsyncVehicleDataClient
-    from tasks.control.retry_window import WINDOW_CLOSED, RetryWindow
-    from tasks.control.stops import Stopped
+    from fleet_data.connectors import AsyncVehicleDataClient
+    from fleet_data.tasks.control.retry_window import WINDOW_CLOSED, RetryWindow
+    from fleet_data.tasks.control.stops import Stopped
 
     stops = Stops(window=RetryWindow(0.5))
     stops.window.expect(1)
@@ -370,8 +370,8 @@ def test_the_default_window_holds_a_call_whose_every_retry_waits_out_the_specs_r
     """A call's first attempt comes before the window opens, so its retries have at least the whole window:
     with the defaults, a call answered 503 `Retry-After: 60` every time spends its retries and ends failed
     (with the service's reason), instead of pending run after run."""
-    from connectors import RetryPolicy
-    from tasks.control.retry_window import DEFAULT_SECONDS
+    from fleet_data.connectors import RetryPolicy
+    from fleet_data.tasks.control.retry_window import DEFAULT_SECONDS
 
     spec_retry_after = 60.0
     assert RetryPolicy().max_retries * spec_retry_after <= DEFAULT_SECONDS

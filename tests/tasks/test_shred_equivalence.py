@@ -19,14 +19,14 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from connectors import RetryPolicy, Settings
-from connectors.sandbox import SandboxConfig, run_sandbox
-from tasks.control.calls import Calls
-from tasks.fetch.enrich import fetch_chunk
-from tasks.staging.journal import AnswerJournal, Journal, read_journal
-from tasks.land.landing import DATA_FRAMES
-from tasks.land.shred import TABLES, shred
-from tasks.ingest.vins import check_digit
+from fleet_data.connectors import RetryPolicy, Settings
+from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.fetch.enrich import fetch_chunk
+from fleet_data.tasks.staging.journal import AnswerJournal, Journal, read_journal
+from fleet_data.tasks.land.landing import DATA_FRAMES
+from fleet_data.tasks.land.shred import TABLES, shred
+from fleet_data.tasks.ingest.vins import check_digit
 
 RUN = "20260101T000000Z-shred"
 PREFIXES = ["1HGCM8263?A", "1FTFW1ET?DF", "5YJ3E1EA?KF", "2T1BURHE?FC", "3VWDX7AJ?BM", "WBA3A5C5?CF",

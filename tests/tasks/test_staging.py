@@ -8,10 +8,10 @@ from decimal import Decimal
 import polars as pl
 import pytest
 
-from connectors import models as m
-from tasks.land import landing
-from tasks.land import frames as staging
-from tasks.store.database import open_database
+from fleet_data.connectors import models as m
+from fleet_data.tasks.land import landing
+from fleet_data.tasks.land import frames as staging
+from fleet_data.tasks.store.database import open_database
 
 AT = datetime(2026, 11, 1, 12, tzinfo=timezone.utc)
 VIN = "1HGCM82633A004352"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from connectors import errors as e
-from tasks.control.stops import Stopped, Stops, for_run, forget_run
+from fleet_data.connectors import errors as e
+from fleet_data.tasks.control.stops import Stopped, Stops, for_run, forget_run
 
 
 def refusal(status: int, message: str, **body) -> e.APIStatusError:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks.control.calls import Calls
-from tasks.fetch.enrich import fetch_chunk, valuation_request
-from tasks.ingest.fleet_files import read_fleet
-from tasks.land.landing import land_enrichment
+from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.fetch.enrich import fetch_chunk, valuation_request
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+from fleet_data.tasks.land.landing import land_enrichment
 
 TX, ON, CA, BC, NY = "1FTFW1E50KF000001", "1FTFW1E52KF000002", "1FTFW1E54KF000003", "1FTFW1E56KF000004", "1FTFW1E58KF000005"
 

@@ -3,7 +3,7 @@
 import polars as pl
 import pytest
 
-from tasks.ingest.vins import (
+from fleet_data.tasks.ingest.vins import (
     check_digit,
     check_digit_expr,
     check_digit_valid_expr,
@@ -73,14 +73,14 @@ def test_frame_helper_matches_expression():
     vins = [c[1] for c in CASES]
     frame = pl.DataFrame({"vin": vins}, schema={"vin": pl.String})
     expected = frame.select(check_digit_valid_expr("vin").alias("check_digit_valid"))
-    from tasks.ingest.vins import with_check_digit_valid
+    from fleet_data.tasks.ingest.vins import with_check_digit_valid
 
     assert with_check_digit_valid(frame).select("check_digit_valid").equals(expected)
 
 
 def test_frame_helper_matches_expression_across_its_blocks(monkeypatch):
     """The bytes are checked in blocks: every block boundary keeps each VIN's own answer."""
-    import tasks.ingest.vins as vins_module
+    import fleet_data.tasks.ingest.vins as vins_module
 
     monkeypatch.setattr(vins_module, "_BLOCK", 2)
     values = [c[1] for c in CASES] + ["1hgcm82633a004352", "1HGCM82633A004352", "1HGCM82633A00435", None, "ÄHGCM82633A00435"]
@@ -91,7 +91,7 @@ def test_frame_helper_matches_expression_across_its_blocks(monkeypatch):
 
 @pytest.mark.parametrize("extra", [[], ["SHORT", None]])
 def test_vin_order_sorts_as_strings_do_keeping_equal_vins_in_order(extra):
-    from tasks.ingest.vins import vin_order
+    from fleet_data.tasks.ingest.vins import vin_order
 
     vins = ["WBA3A5C51CF256651", "1HGCM82633A004352", "1HGCM82633A004353", "1HGCM82633A004352", "JTDKARFU4HL133505",
             "1HGCM82633A00435Z", "0ZZZZZZZZZZZZZZZZ", "1HGCM82633A004352"] + extra

@@ -22,8 +22,8 @@ def fleet_vins(n: int, seed: int = 1, only_with_data: bool = True) -> list[str]:
     """`n` distinct valid VINs in a fixed order (a prefix of any longer fleet); by default only VINs
     with data everywhere (other benchmarks want the sandbox's occasional 404 too)."""
     # Imported here: contenders only read the fleet and should not pay for loading the sandbox.
-    from connectors.sandbox.vehicles import vehicle
-    from tasks.ingest.vins import check_digit
+    from fleet_data.connectors.sandbox.vehicles import vehicle
+    from fleet_data.tasks.ingest.vins import check_digit
 
     rng = random.Random(seed)
     seen: set[str] = set()

@@ -18,7 +18,7 @@ TABLES = {"specs": "specs", "market_value": "market_values", "history": "history
 
 
 def command(fleet: Path, db: Path, total_concurrency: int) -> list[str]:
-    return [sys.executable, "-m", "flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "",
+    return [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "",
             "--datasets", ",".join(DATASETS), "--concurrency", str(max(1, total_concurrency // len(DATASETS))),
             "--json"]
 

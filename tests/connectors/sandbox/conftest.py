@@ -4,7 +4,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
+from fleet_data.connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
 
 
 @pytest.fixture(scope="module")

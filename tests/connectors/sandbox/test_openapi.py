@@ -155,7 +155,7 @@ def test_error_answers_use_the_error_envelope() -> None:
 
 @pytest.fixture(scope="module")
 def openapi_sandbox():
-    sandbox = pytest.importorskip("connectors.sandbox", reason="the sandbox (connectors.sandbox) is not built yet")
+    sandbox = pytest.importorskip("fleet_data.connectors.sandbox", reason="the sandbox (connectors.sandbox) is not built yet")
     if not hasattr(sandbox, "run_sandbox"):
         pytest.skip("connectors.sandbox has no run_sandbox yet")
     with sandbox.run_sandbox() as server:
@@ -292,7 +292,7 @@ def test_account_errors_conform(sandbox_url: str, path: str, method: str, key: s
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
 def test_upstream_failures_conform(status: int) -> None:
-    sandbox = pytest.importorskip("connectors.sandbox", reason="the sandbox (connectors.sandbox) is not built yet")
+    sandbox = pytest.importorskip("fleet_data.connectors.sandbox", reason="the sandbox (connectors.sandbox) is not built yet")
     config = sandbox.SandboxConfig(faults=sandbox.FaultConfig(rate=1.0, statuses=[status]))
     with sandbox.run_sandbox(config) as server:
         for path, method in [("/specs", "get"), ("/v1/us-platedecoder", "get"), ("/v1/recalls-batch/submit", "post")]:

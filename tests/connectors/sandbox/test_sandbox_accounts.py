@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.sandbox import TEST_KEYS, Account
+from fleet_data.connectors.sandbox import TEST_KEYS, Account
 
 from .sandbox_http import VIN, VIN_NO_DATA, assert_error, get
 

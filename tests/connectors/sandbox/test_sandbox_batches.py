@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
-from connectors.sandbox.vehicles import synthetic_vin
+from fleet_data.connectors.sandbox import FaultConfig, SandboxConfig, run_sandbox
+from fleet_data.connectors.sandbox.vehicles import synthetic_vin
 
 from .sandbox_http import KEY, VIN, VIN_NO_DATA, assert_error, get
 

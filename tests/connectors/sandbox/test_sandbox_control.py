@@ -6,7 +6,7 @@ import time
 import httpx
 import pytest
 
-from connectors.sandbox import Sandbox
+from fleet_data.connectors.sandbox import Sandbox
 
 from .sandbox_http import KEY, VIN, VIN_NO_RECALLS, get
 

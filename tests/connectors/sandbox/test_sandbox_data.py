@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import random
 
-from connectors.sandbox.recalls import batch_result, campaign_pool, open_recalls, recall_report
-from connectors.sandbox.valuation import market_value_v2
-from connectors.sandbox.vehicles import lien_theft, model_year, specs, vehicle
+from fleet_data.connectors.sandbox.recalls import batch_result, campaign_pool, open_recalls, recall_report
+from fleet_data.connectors.sandbox.valuation import market_value_v2
+from fleet_data.connectors.sandbox.vehicles import lien_theft, model_year, specs, vehicle
 
 SAMPLE = ["1FA" + "".join(random.Random(7 + i).choices("ABCDEFGHJKLMNPRSTUVWXYZ0123456789", k=14))
           for i in range(3000)]

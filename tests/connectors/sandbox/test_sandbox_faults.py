@@ -4,7 +4,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from connectors.sandbox import FaultConfig
+from fleet_data.connectors.sandbox import FaultConfig
 
 from .sandbox_http import VIN, get
 
@@ -70,7 +70,7 @@ def test_timeout_outlasts_the_client(sandbox, http):
 
 
 def test_faults_spare_admin_routes_and_openapi(sandbox, http):
-    from connectors.sandbox.config import DEFAULT_OPENAPI
+    from fleet_data.connectors.sandbox.config import DEFAULT_OPENAPI
     sandbox.reset_stats()
     sandbox.set_faults(FaultConfig(rate=1.0))
     assert http.get("/_sandbox/health").status_code == 200

@@ -184,7 +184,7 @@ def test_obd(http):
 
 
 def test_openapi_served_when_present_and_404_otherwise(tmp_path):
-    from connectors.sandbox import SandboxConfig, run_sandbox
+    from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
     import httpx
     document = tmp_path / "openapi.yaml"
     document.write_text("openapi: 3.1.0\n")

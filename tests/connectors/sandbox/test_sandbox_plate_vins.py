@@ -1,9 +1,9 @@
 """A plate decodes to a real-looking VIN: North American ones pass their check digit, as a real decoder's do."""
 from __future__ import annotations
 
-from connectors.sandbox.plates import lookup
-from connectors.sandbox.vehicles import synthetic_vin
-from tasks.ingest.vins import check_digit
+from fleet_data.connectors.sandbox.plates import lookup
+from fleet_data.connectors.sandbox.vehicles import synthetic_vin
+from fleet_data.tasks.ingest.vins import check_digit
 
 
 def test_north_american_vins_from_plates_carry_a_valid_check_digit():

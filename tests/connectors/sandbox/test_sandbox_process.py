@@ -6,8 +6,8 @@ import sys
 
 import httpx
 
-from connectors.sandbox import FaultConfig, Sandbox
-from connectors.sandbox.runner import _PROJECT_ROOT
+from fleet_data.connectors.sandbox import FaultConfig, Sandbox
+from fleet_data.connectors.sandbox.runner import _PROJECT_ROOT
 
 from .sandbox_http import VIN, get
 
@@ -28,7 +28,7 @@ def test_subprocess_mode_with_cli_flags():
 
 def test_the_process_never_prints_keys():
     secret = "sk-live-SANDBOX-SECRET-1234"
-    process = subprocess.Popen([sys.executable, "-m", "connectors.sandbox", "--port", "0"], cwd=str(_PROJECT_ROOT),
+    process = subprocess.Popen([sys.executable, "-m", "fleet_data.connectors.sandbox", "--port", "0"], cwd=str(_PROJECT_ROOT),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first_line = process.stdout.readline()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from connectors.sandbox import errors
+from fleet_data.connectors.sandbox import errors
 from .sandbox_http import KEY, VIN, VIN_INTERNATIONAL, VIN_NO_DATA, VIN_NO_RECALLS, assert_error, get
 
 VIN_PATHS = ["/specs", "/v1/international-vin-decoder", "/v1/recalls", "/v2/marketvalue", "/history",
