@@ -226,3 +226,13 @@ def test_make_demo_left_what_the_readme_says(workspace):
         assert (data / name).is_file(), name
     with duckdb.connect(str(data / "fleet.duckdb"), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM vehicles").fetchone() == (996,)  # the README's "996 VINs"
+
+
+def test_the_analysts_own_table_stays_in_their_own_file(workspace):
+    # docs/analysts.md's ATTACH block writes a table into the analyst's file, ours attached read-only; the runs after
+    # it (docs/connector.md's backfill publishes) find the published file as they left it, so nothing is set aside.
+    workspace.run_through("docs/connector.md")
+    data = workspace.folder / "data"
+    with duckdb.connect(str(data / "my_analysis.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT table_name FROM duckdb_tables()").fetchall() == [("my_watch_list",)]
+    assert not list(data.glob("*.changed-*"))
