@@ -63,6 +63,13 @@ class Block:
         return f"{self.page}:{self.line} ({self.language})"
 
 
+class _MkdocsLoader(yaml.SafeLoader):
+    """mkdocs.yml may hold `!!python/name:` tags (Material's extensions): read as None, only the nav matters here."""
+
+
+_MkdocsLoader.add_multi_constructor("", lambda loader, suffix, node: None)
+
+
 def pages() -> list[str]:
     """README.md, then every docs page in the nav's order."""
     def walk(items: list) -> Iterator[str]:
@@ -70,7 +77,7 @@ def pages() -> list[str]:
             value = next(iter(item.values())) if isinstance(item, dict) else item
             yield from walk(value) if isinstance(value, list) else [value]
 
-    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    nav = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_MkdocsLoader)["nav"]
     return ["README.md"] + [f"docs/{name}" for name in walk(nav) if name not in GENERATED]
 
 
