@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import difflib
 import json
 import logging
 import os
 import signal
 import sys
+import threading
+import time
 from typing import Any, NoReturn
 
 # No network here and no telemetry wanted anywhere Prefect runs.
@@ -19,6 +22,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 from .exitcodes import BUG, USAGE
 
 BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer its reader left (`| head`)
+THREADS_AT_EXIT = 2.0  # seconds a stopped command gives threads still running before it exits
 CONFIGURED = ("refresh", "backfill", "status", "serve")  # the commands whose options flows/config.py fills in
 
 
@@ -129,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = _main(arguments)
         sys.stdout.flush()  # here, not at exit: a reader that left is noticed where it can be handled
+        if argv is None and _signalled():  # the command's own process, stopped by a signal
+            _end_now(code)
         return code
     except BrokenPipeError:
         # `fleet status | head -1`: the reader has what it wanted. No traceback, and no second error when
@@ -136,6 +142,31 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return BROKEN_PIPE
+
+
+def _signalled() -> bool:
+    """Whether a stop signal was handled in this process (no signal handler was set if its module never loaded)."""
+    module = sys.modules.get("fleet_data.tasks.control.signals")
+    return bool(module and module.signalled())
+
+
+def _end_now(code: int) -> NoReturn:
+    """End a stopped command at once, its work done and recorded (docs/stopping.md).
+
+    Python's own exit would then collect every object Prefect made: 5 s on a loaded machine, after a
+    SIGTERM that must end the command within 10. So: the streams flushed, threads still running given
+    `THREADS_AT_EXIT` seconds, the exit handlers run (Prefect stops its temporary server there), and out.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    deadline = time.monotonic() + THREADS_AT_EXIT
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _main(arguments: list[str]) -> int:
