@@ -22,7 +22,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 from .exitcodes import BUG, USAGE
 
 BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer its reader left (`| head`)
-THREADS_AT_EXIT = 2.0  # seconds a stopped command gives threads still running before it exits
+AT_EXIT_SECONDS = 2.0  # what a stopped command gives threads still running and exit handlers, in all
 CONFIGURED = ("refresh", "backfill", "status", "serve")  # the commands whose options flows/config.py fills in
 
 
@@ -151,22 +151,30 @@ def _signalled() -> bool:
 
 
 def _end_now(code: int) -> NoReturn:
-    """End a stopped command at once, its work done and recorded (docs/stopping.md).
+    """End a stopped command at once, its run recorded and published (docs/stopping.md).
 
-    Python's own exit would then collect every object Prefect made: 5 s on a loaded machine, after a
-    SIGTERM that must end the command within 10. So: the streams flushed, threads still running given
-    `THREADS_AT_EXIT` seconds, the exit handlers run (Prefect stops its temporary server there), and out.
+    Python's own exit would wait for Prefect to ship its logs (up to 5 s), then collect every object
+    Prefect made (5 s more on a loaded machine), after a SIGTERM that must end the command within 10.
+    So threads still running and the exit handlers (Prefect's log shipping, its temporary server's stop)
+    get `AT_EXIT_SECONDS` in all, and the process ends; the temporary server dies with it anyway
+    (flows/processes.py).
     """
     sys.stdout.flush()
     sys.stderr.flush()
-    deadline = time.monotonic() + THREADS_AT_EXIT
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join(max(0.0, deadline - time.monotonic()))
-    atexit._run_exitfuncs()
+    finishing = threading.Thread(target=_finish_threads_and_exit_handlers, name="at-exit", daemon=True)
+    finishing.start()
+    finishing.join(AT_EXIT_SECONDS)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _finish_threads_and_exit_handlers() -> None:
+    deadline = time.monotonic() + AT_EXIT_SECONDS
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon and thread is not threading.main_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    atexit._run_exitfuncs()
 
 
 def _main(arguments: list[str]) -> int:
