@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .redact import guard_loggers, redact_text
 
@@ -72,6 +73,8 @@ class _ServerLog(logging.Logger):
         text = str(msg) % args if args else str(msg)
         if error is not None:
             text = f"{text}: {type(error).__name__}: {_escaped(str(error))}"
+        if isinstance(error, HttpProcessingError):
+            level = logging.WARNING  # the sender's fault, not ours: aiohttp says ERROR
         super()._log(level, "%s", (redact_text(text, (self._token,)),))
 
     def say_unlogged(self) -> None:

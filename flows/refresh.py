@@ -181,8 +181,14 @@ def _fetch(plan: Plan, options: RefreshOptions, summary: dict[str, Any], fetcher
             if counts["stop_reason"] or cancelled(fetchers.run_id):
                 _leave_pending(counts, length)
                 continue
-            staged = fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, options.concurrency,
-                                     budget).result()
+            waiting: InFlight[str] = InFlight(fetchers.run_id)
+            waiting.add(fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, options.concurrency,
+                                        budget), dataset)
+            finished = waiting.next()
+            if finished is None:  # stopped, and the chunk not back by the stop's deadline
+                _leave_pending(counts, length)
+                continue
+            staged = finished[0].result()
             budget = budget_left(budget, record_chunk(counts, chunk_counts(staged)))
             if not cancelled(fetchers.run_id):  # stopped: the answers stay journalled; the next run lands them
                 fetchers.land(dataset, staged)
@@ -191,6 +197,11 @@ def _fetch(plan: Plan, options: RefreshOptions, summary: dict[str, Any], fetcher
 
 def _finish_recalls(batch: Any, options: RefreshOptions, run_id: str, summary: dict[str, Any],
                     budget: int | None) -> None:
+    waiting: InFlight[str] = InFlight(run_id)
+    waiting.add(batch, "recalls")
+    if waiting.next() is None:  # stopped, and the batch task not back by the stop's deadline
+        _leave_pending(summary["datasets"]["recalls"], summary["datasets"]["recalls"]["planned"])
+        return  # the batch stays in the ledger: the next run polls it again, never resubmits it
     checked = batch.result()
     if options.max_units is None:
         budget = record_batch(summary, checked, budget)
