@@ -22,6 +22,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 from .exitcodes import BUG, USAGE
 
 BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer its reader left (`| head`)
+RUNS = ("refresh", "backfill")  # the commands that hold a run, and end at once once it is stopped
 AT_EXIT_SECONDS = 2.0  # what a stopped command gives threads still running and exit handlers, in all
 CONFIGURED = ("refresh", "backfill", "status", "serve")  # the commands whose options flows/config.py fills in
 
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = _main(arguments)
         sys.stdout.flush()  # here, not at exit: a reader that left is noticed where it can be handled
-        if argv is None and _signalled():  # the command's own process, stopped by a signal
+        if argv is None and _command(arguments) in RUNS and _signalled():  # a run's own process, stopped by a signal
             _end_now(code)
         return code
     except BrokenPipeError:
@@ -142,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return BROKEN_PIPE
+
+
+def _command(arguments: list[str]) -> str | None:
+    return next((a for a in arguments if not a.startswith("-")), None)
 
 
 def _signalled() -> bool:
