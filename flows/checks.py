@@ -205,9 +205,10 @@ def readable_file(path: str, what: str) -> None:
 def service(needs_calls: bool) -> None:
     """Settings that can work: a key where a call is needed, a base URL that is an http(s) URL."""
     from fleet_data.connectors import Settings
-    from fleet_data.tasks.settings import process_settings
+    from fleet_data.tasks.settings import deadline_settings, process_settings
 
     process_settings()  # FLEET_PUBLISH_SECONDS and the like: refused (naming the variable) before anything starts
+    deadline_settings()  # FLEET_NOTIFY_SECONDS and the like (docs/stopping.md)
     try:
         settings = Settings.from_env()
     except ValueError as exc:

@@ -10,7 +10,7 @@ BUG = 1  # an unexpected error: a bug, not the input's fault (run again with -v)
 USAGE = 2  # bad arguments, files, paths or settings: refused before anything started, nothing written
 PARTIAL = 3  # the run ended with pending or failed VIN-datasets (quota, a paused endpoint, faults): run again
 REFUSED = 4  # the key was refused (401/403) or the plan cost more than --max-units: nothing useful was called
-CANCELLED = 5  # SIGTERM/SIGINT: no new call started, what was fetched landed, the rest stays pending
+CANCELLED = 5  # SIGTERM/SIGINT: no new call started, what was fetched lands (now or next run), the rest stays pending
 BUSY = 75  # EX_TEMPFAIL: another run holds the database (see --wait)
 
 BY_STATUS = {"completed": COMPLETED, "planned": COMPLETED, "partial": PARTIAL, "refused": REFUSED,

@@ -498,6 +498,32 @@ class ProcessSettings(BaseSettings):
                                                               "failpoint freezes")] = None
 
 
+class DeadlineSettings(BaseSettings):
+    """How long the waits at a run's edges may last (docs/stopping.md); `FLEET_*`, read at each use.
+
+    Not in ProcessSettings: the README's environment table is generated from that one.
+    """
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_ignore_empty=True)
+
+    notify_attempt_seconds: Annotated[float, BeforeValidator(lambda v: number(v, above=0, example="15")), Field(
+        description="`--notify`: one post attempt as a whole (connect, send, the answer's last byte)")] = 15.0
+    notify_seconds: Annotated[float, BeforeValidator(lambda v: number(v, above=0, example="45")), Field(
+        description="`--notify`: every attempt and the waits between them; the run then ends, reporting "
+                    "the notification not sent")] = 45.0
+    stop_seconds: Annotated[float, BeforeValidator(lambda v: number(v, least=0, example="3")), Field(
+        description="after SIGTERM/SIGINT, how long the run waits for its chunks in flight to hand back their "
+                    "counts; what is still out then is left pending (its answers land next run)")] = 3.0
+
+
+def deadline_settings() -> DeadlineSettings:
+    try:
+        return DeadlineSettings()
+    except ValidationError as exc:
+        name = env_name(str(exc.errors()[0]["loc"][0]))
+        raise SettingsError(f"{name}: {_reason(exc)}") from None
+
+
 def process_settings() -> ProcessSettings:
     try:
         return ProcessSettings()
@@ -522,12 +548,13 @@ class FleetSettings:
     service: ServiceSettings
     options: dict[str, Any]
     process: ProcessSettings
+    deadlines: DeadlineSettings
 
 
 def load_settings(command: str = "refresh", flags: Mapping[str, Any] | None = None) -> FleetSettings:
     """Everything a command reads, checked at once: a value that cannot work is refused before anything starts."""
     return FleetSettings(service=service_settings(), options=resolve(command, flags or {}),
-                         process=process_settings())
+                         process=process_settings(), deadlines=deadline_settings())
 
 
 @contextlib.contextmanager

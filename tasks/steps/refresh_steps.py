@@ -83,7 +83,9 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
     db.finish_run(run_id, summary["status"], counts=summary["ingest"], units_used=summary["units"],
                   message=summary.get("message"))
     summary = lead_with_changes(summary, run_changes(db, run_id))  # recorded as its answers landed
-    done = summary["status"] not in ("planned", "refused")
+    # A stopped run writes no lake and no report: the next run's export and report catch up with the
+    # store (the lake compares fingerprints), and a stop must end in seconds (docs/stopping.md).
+    done = summary["status"] not in ("planned", "refused", "cancelled")
     if lake and done:
         db.export_parquet(lake)
     report = write_run_report(db, run.db, lake) if done else (None, None)

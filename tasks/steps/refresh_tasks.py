@@ -26,10 +26,11 @@ from fleet_data.connectors import Settings
 
 from fleet_data.tasks.control import progress
 from fleet_data.tasks.run.context import current
-from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.settings import RefreshOptions, deadline_settings
 from fleet_data.tasks.steps import refresh_steps as steps
 from fleet_data.tasks.outputs.changes import change_message
-from fleet_data.connectors.notify import post_json
+from fleet_data.connectors.notify import PostRetries, post_json
+from fleet_data.tasks.control.signals import cancelled
 from fleet_data.tasks.control import stops
 from fleet_data.tasks.fetch.enrich import fetch_chunk
 from fleet_data.tasks.control.budget import Budget
@@ -202,7 +203,8 @@ def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int
         calls = _calls(run_id, concurrency, budget_left, dataset)
         with AnswerJournal.create(folder, run_id, dataset, secrets=(calls.settings.api_key or "",)) as journal:
             result = asyncio.run(fetch_chunk(dataset, rows, calls=calls, journal=journal, lane=lane))
-    typed = stage_tables(journal.path)
+    # Stopped: no shredding now; the next run lands the journal, shredding it then (docs/stopping.md).
+    typed = None if cancelled(run_id) else stage_tables(journal.path)
     staged = publish(journal.path, staging, run_id)  # the journal first: typed tables never come without it
     if typed is not None:
         publish(typed, staging, run_id)
@@ -306,12 +308,20 @@ def finish_refresh(run_id: str, summary: dict[str, Any], lake: str | None) -> di
 
 @task(name="notify-changes", **TASK)
 def notify_changes(run_id: str, url: str, kind: str = "refresh") -> dict[str, Any]:
-    """Post the run's changes to `url`, once; nothing when nothing changed. A failed post fails nothing."""
+    """Post the run's changes to `url`, once; nothing when nothing changed. A failed post fails nothing.
+
+    Bounded: each attempt and all of them end at their deadlines (FLEET_NOTIFY_ATTEMPT_SECONDS,
+    FLEET_NOTIFY_SECONDS), and at once on SIGTERM/SIGINT; a run stopped before it got here posts nothing.
+    """
+    if cancelled(run_id):
+        return {"sent": False, "reason": "cancelled: a stopped run posts nothing"}
     message = change_message(current(run_id).store, run_id, kind)
     if not message["total"]:
         return {"sent": False, "reason": "nothing changed"}
-    delivery = post_json(url, message, idempotency_key=f"fleet-changes-{run_id}",
-                         secrets=(Settings.from_env().api_key or "",))
+    deadlines = deadline_settings()
+    retries = PostRetries(attempt_seconds=deadlines.notify_attempt_seconds, total_seconds=deadlines.notify_seconds)
+    delivery = post_json(url, message, idempotency_key=f"fleet-changes-{run_id}", retries=retries,
+                         secrets=(Settings.from_env().api_key or "",), stop=lambda: cancelled(run_id))
     logger = get_run_logger()
     if delivery.sent:  # the target is scheme://host only: a webhook's path is often its credential
         logger.info("posted %d changes to %s", message["total"], delivery.target)
