@@ -499,10 +499,7 @@ class ProcessSettings(BaseSettings):
 
 
 class DeadlineSettings(BaseSettings):
-    """How long the waits at a run's edges may last (docs/stopping.md); `FLEET_*`, read at each use.
-
-    Not in ProcessSettings: the README's environment table is generated from that one.
-    """
+    """How long the waits at a run's edges may last (docs/stopping.md); `FLEET_*`, read at each use."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_ignore_empty=True)
 
@@ -617,7 +614,7 @@ def environment_table() -> str:
     from fleet_data.connectors.config import ServiceSettings
 
     rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
-    for prefix, model in (("VDS_", ServiceSettings), (ENV_PREFIX, ProcessSettings)):
+    for prefix, model in (("VDS_", ServiceSettings), (ENV_PREFIX, ProcessSettings), (ENV_PREFIX, DeadlineSettings)):
         for name, info in model.model_fields.items():
             default = info.get_default(call_default_factory=True)
             shown = "" if default in (None, "") else f"`{default_text(default)}`"
