@@ -26,7 +26,7 @@ import polars as pl
 import pytest
 
 from tests.prefect_server import prefect_server
-from tests.wheel_venv import INSTALL_TIMEOUT_SECONDS, build_wheel, clean_env, run, wheel_venv
+from tests.wheel_venv import INSTALL_TIMEOUT_SECONDS, build_wheel, clean_env, run, session_work_dir, wheel_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "packaging_test_key_3a9e"
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.timeout(INSTALL_TIMEOUT_SECONDS + 600)
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Path:
     """A fresh venv with the wheel installed; its bin folder."""
-    work = tmp_path_factory.getbasetemp() / "wheel-venv"
+    work = session_work_dir(tmp_path_factory)
     wheel = build_wheel(work)
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
