@@ -29,6 +29,8 @@ import pyarrow as pa
 from fleet_data.tasks.store import dictionary
 from fleet_data.tasks.store import lake
 from fleet_data.tasks.control.failpoints import failpoint
+from fleet_data.tasks.control.faults import EnvironmentFault, as_fault, damaged_database
+from fleet_data.tasks.store import fileformat
 from fleet_data.tasks.store.files import new_run_id, seed_working, working_path
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
@@ -123,6 +125,20 @@ class DatabaseError(Exception):
     """The store cannot be opened or a landing was refused; the message says why."""
 
 
+class DatabaseUnusable(DatabaseError, EnvironmentFault):
+    """A database file that is damaged, not a database, or where a folder or an unwritable path stands."""
+
+
+def damaged_published(db: str | Path) -> str:
+    """What to say of a published file DuckDB cannot read (random bytes, cut short)."""
+    working = working_path(db)
+    if working.is_file():
+        return (f"{db}: the published database is not a DuckDB database, or a damaged one; move it aside: the next "
+                f"run publishes a fresh copy from {working}")
+    return (f"{db}: not a DuckDB database, or a damaged one; restore it from a backup, or move it aside to start "
+            "a new database")
+
+
 def _read_sql(*parts: str) -> str:
     return (SQL_DIR.joinpath(*parts)).read_text(encoding="utf-8")
 
@@ -177,14 +193,29 @@ class Database:
         self._incoming: dict[str, str] = {}
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.connection = duckdb.connect(self.path)
-        except duckdb.IOException as exc:
-            raise DatabaseError(f"{self.path}: cannot open the database, another process may hold it ({exc})") from None
+        self.connection = self._connect()
+        if self.path != ":memory:" and not fileformat.readable_by_older_duckdb(self.connection):
+            self.connection.close()  # a store from before: rewritten once, so publishing stays a file copy
+            fileformat.rewrite(Path(self.path))
+            self.connection = self._connect()
         # Timestamps are stored and shown in UTC whatever the machine's zone.
         self._run("SET TimeZone = 'UTC'")
         self.applied = self.migrate(migrations_dir or SQL_DIR / "migrations")
         self.create_views(views_dir or SQL_DIR / "views")
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        try:
+            # A new file is written in the format every DuckDB analysts use reads (tasks/store/fileformat.py).
+            return duckdb.connect(self.path, config=fileformat.CONFIG)
+        except duckdb.Error as exc:
+            if damaged_database(exc):
+                raise DatabaseUnusable(f"{self.path}: the runs' working store is not a DuckDB database, or a damaged "
+                                       "one; move it aside: the next run starts a new one from the published "
+                                       "database beside it") from None
+            fault = as_fault(exc, self.path)
+            if fault is not None:
+                raise DatabaseUnusable(str(fault)) from None
+            raise DatabaseError(f"{self.path}: cannot open the database, another process may hold it ({exc})") from None
 
     def _run(self, statement: str, params: dict[str, Any] | None = None) -> None:
         """Execute one statement and finish its result (DuckDB 2 refuses new work while one is pending)."""
@@ -549,9 +580,14 @@ def open_database(
         if existing is not None and key != ":memory:":
             existing._users += 1
             return existing
-        if key != ":memory:":
-            seed_working(published)
-        database = Database(path, migrations_dir, views_dir)
+        seeded = key != ":memory:" and seed_working(published)
+        try:
+            database = Database(path, migrations_dir, views_dir)
+        except DatabaseUnusable:
+            if not seeded:
+                raise
+            Path(path).unlink(missing_ok=True)  # a copy of a damaged file: no store to keep
+            raise DatabaseUnusable(damaged_published(published)) from None
         if key != ":memory:":
             _registry[key] = database
         # Runs a dead process left `running` are marked when the next run takes the lock
