@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlsplit
 
+from fleet_data.tasks.control.faults import EnvironmentFault
 from fleet_data.tasks.settings import SettingsError
 
 from .exitcodes import BUG, BUSY, CANCELLED, PARTIAL, REFUSED, USAGE
@@ -37,7 +38,8 @@ class CommandError(Exception):
 
 
 def usage_errors() -> tuple[type[Exception], ...]:
-    return (CommandError, SettingsError)  # flows/config.py's ConfigError is a SettingsError
+    # flows/config.py's ConfigError is a SettingsError; an EnvironmentFault is a path or file the user must fix
+    return (CommandError, SettingsError, EnvironmentFault)
 
 
 # --- per command ---------------------------------------------------------------------------------
@@ -156,6 +158,20 @@ def run_paths(db: str, lake: str | None) -> None:
     writable_folder(database.resolve().parent / "staging", "the staging folder beside --db")
     if lake:
         writable_folder(Path(lake), "--lake")
+        writable_tree(Path(lake), "--lake")
+
+
+def writable_tree(root: Path, what: str, limit: int = 20_000) -> None:
+    """Every folder already under `root` writable: the lake's export rewrites partitions in them at the end
+    of a run, after the calls were paid for. `limit` bounds the walk (a lake has tens to hundreds of folders)."""
+    if not root.is_dir():
+        return
+    for seen, (folder, _, _) in enumerate(os.walk(root)):
+        if seen >= limit:
+            return
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise CommandError(f"{what} {root}: {folder} is not writable; fix its permissions (the run rewrites "
+                               "the lake's partitions there) or choose another --lake")
 
 
 def not_a_folder(db: str, flag: str) -> None:

@@ -192,6 +192,8 @@ def _main(arguments: list[str]) -> int:
     if command == "sandbox":
         # The sandbox has its own options (--port, --fault-rate...): hand them over untouched.
         return _run_sandbox(argparse.Namespace(sandbox_args=arguments[arguments.index("sandbox") + 1:]))
+    from fleet_data.tasks.control.faults import as_fault
+
     from .checks import usage_errors
 
     as_json = "--json" in arguments
@@ -218,6 +220,11 @@ def _main(arguments: list[str]) -> int:
     except (KeyboardInterrupt, SystemExit, BrokenPipeError):
         raise
     except BaseException as exc:  # BaseException: a polars/pyo3 PanicException is not an Exception
+        fault = as_fault(exc)  # a path or file the user must fix (tasks/control/faults.py), not a bug
+        if fault is not None:
+            logging.getLogger("fleet").debug("the environment stopped %s", args.command, exc_info=exc)  # -v: where
+            _let_go(exc)
+            return _print_error(str(fault), USAGE, as_json)
         if args.verbose:
             raise  # -v: the full traceback, for a bug report
         text = " ".join(str(exc).split())
@@ -225,6 +232,18 @@ def _main(arguments: list[str]) -> int:
         return _print_error(f"{args.command} stopped on an unexpected {type(exc).__name__}: {text or 'no message'} "
                             "(this is a bug, not your input's fault; run again with -v to see the traceback)",
                             BUG, as_json)
+
+
+def _let_go(exc: BaseException | None) -> None:
+    """Free what the failed code's frames held (a DuckDB relation kept alive to the end makes DuckDB's
+    bindings print dozens of "leaked" lines at exit); Prefect keeps the exception in its states."""
+    import traceback
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
 
 
 def _pipes_end_quietly() -> None:

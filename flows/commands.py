@@ -107,7 +107,7 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
                 return exit_code(idle)
             plan = preview.plan
             with service_settings():
-                start_prefect()
+                start_prefect(args.verbose)
                 from .refresh import refresh_fleet  # imports Prefect: only once the files are known to be usable
 
                 signals.started = True
@@ -135,12 +135,14 @@ def _answer_without_calls(fleet: IngestResult, args: argparse.Namespace, options
     return answer_without_calls(current(run_id), fleet, args.paths, options)
 
 
-def start_prefect() -> None:
+def start_prefect(verbose: bool = False) -> None:
     """Start Prefect's temporary server (a child that dies with this command), saying so while it starts."""
     from prefect.settings import PREFECT_API_URL
 
     from .processes import start_prefect_server
+    from .quiet_faults import hide_fault_tracebacks
 
+    hide_fault_tracebacks(verbose)  # -v shows every traceback
     if PREFECT_API_URL.value():  # a server of its own: nothing to start
         start_prefect_server()
         return

@@ -357,6 +357,9 @@ def _read(path: Path) -> dict[str, Any]:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path}: not valid TOML ({exc}); fix the file") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8: a file saved as Latin-1 or UTF-16, or binary
+        raise SettingsError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r}); "
+                            "save it as UTF-8") from None
     except OSError as exc:
         raise SettingsError(f"{path}: unreadable ({exc.strerror or exc})") from None
 
