@@ -26,6 +26,8 @@ ADVICE = {
     errno.ENAMETOOLONG: "the name is too long; choose a shorter path",
 }  # a full disk (ENOSPC) is handled apart: its advice and what the run keeps differ
 
+_IN_THE_WAY = (errno.EISDIR, errno.ENOTDIR, errno.ENOTEMPTY, errno.EEXIST)
+
 # What DuckDB says, in an IO error, about a file that is not a whole DuckDB database (random bytes, cut short).
 DAMAGED = ("not a valid DuckDB database file", "Could not read enough bytes", "Corrupt database file",
            "checksum", "Failed to read database header", "invalid block")
@@ -60,6 +62,8 @@ def as_fault(exc: BaseException, path: object = None) -> EnvironmentFault | None
         return exc
     if isinstance(exc, OSError) and exc.errno in ADVICE:
         where = exc.filename if exc.filename is not None else path
+        if exc.filename2 is not None and exc.errno in _IN_THE_WAY:  # a rename: what is in the way is its target
+            where = exc.filename2
         return EnvironmentFault(f"{where or 'a file'}: {ADVICE[exc.errno]}")
     if not type(exc).__module__.startswith(("_duckdb", "duckdb")):
         return None

@@ -171,8 +171,16 @@ def _fleet_file_moved_away(fleet: Path, lake: Path) -> Path:
     return fleet
 
 
+def _database_replaced_by_a_folder(fleet: Path, lake: Path) -> Path:
+    db = lake.parent / "fleet.duckdb"
+    db.unlink(missing_ok=True)  # published at once, a first run's file: a folder takes its place
+    db.mkdir()
+    return db
+
+
 @pytest.mark.usefixtures("prefect_server")
-@pytest.mark.parametrize("fault", [_lake_replaced_by_a_file, _fleet_file_moved_away], ids=["lake", "fleet file"])
+@pytest.mark.parametrize("fault", [_lake_replaced_by_a_file, _fleet_file_moved_away, _database_replaced_by_a_folder],
+                         ids=["lake", "fleet file", "database"])
 def test_a_path_gone_mid_run_is_one_line_without_prefect_tracebacks(fault, service, fleet, tmp_path, capsys, caplog,
                                                                     monkeypatch):
     from fleet_data.flows import commands
@@ -191,7 +199,7 @@ def test_a_path_gone_mid_run_is_one_line_without_prefect_tracebacks(fault, servi
     err = capsys.readouterr().err
     assert "Traceback" not in err and "this is a bug" not in err, err
     errors = [line for line in err.splitlines() if line.startswith("error")]
-    assert len(errors) == 1 and errors[0].startswith(f"error: {where[0]}"), err
+    assert len(errors) == 1 and errors[0].startswith(f"error: {where[0]}: "), err
     assert code == 2
     # What Prefect logged of it reached no terminal handler (caplog's sits beside Prefect's console handler).
     shown = [r for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("prefect")]
