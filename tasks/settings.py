@@ -313,6 +313,8 @@ def flag_name(name: str) -> str:
 
 def check(name: str, value: Any, where: str) -> Any:
     """One option's value, checked by the model's own grammar; a `SettingsError` naming `where` if it cannot be used."""
+    if isinstance(value, str) and "\x00" in value:  # TOML's "\u0000": no path, URL or name can hold one
+        raise SettingsError(f"{where}: holds a NUL character (\\u0000); remove it")
     try:
         validated = RefreshOptions.__pydantic_validator__.validate_assignment(
             RefreshOptions.model_construct(), name, value)

@@ -129,6 +129,16 @@ def test_a_fleet_toml_that_is_not_utf8_is_one_line(content, command, fleet, tmp_
     the_one_line(capsys.readouterr().err, "fleet.toml", "not UTF-8", "save it as UTF-8")
 
 
+@pytest.mark.parametrize("content,phrase", [
+    ('db = "fleet\\u0000.duckdb"\n', "NUL character"),  # a path Python cannot even ask the OS about
+    ("db = [\n", "not valid TOML"),
+], ids=["nul in a path", "cut short"])
+def test_a_malformed_fleet_toml_is_one_line(content, phrase, fleet, tmp_path, capsys):
+    (tmp_path / "fleet.toml").write_text(content, encoding="utf-8")
+    assert main(["refresh", str(fleet), "--dry-run"]) == 2
+    the_one_line(capsys.readouterr().err, "fleet.toml", phrase)
+
+
 # --- folders the run cannot write -----------------------------------------------------------------------------
 
 
