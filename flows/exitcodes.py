@@ -7,7 +7,8 @@ from __future__ import annotations
 
 COMPLETED = 0  # every planned VIN-dataset answered (found, no data, or not applicable); a dry run planned
 BUG = 1  # an unexpected error: a bug, not the input's fault (run again with -v)
-USAGE = 2  # bad arguments, files, paths or settings: refused before anything started, nothing written
+USAGE = 2  # bad arguments, files, paths or settings: refused before anything started, nothing written; also a
+# file or folder that went wrong under a run (damaged, moved away, unwritable: tasks/control/faults.py)
 PARTIAL = 3  # the run ended with pending or failed VIN-datasets (quota, a paused endpoint, faults): run again
 REFUSED = 4  # the key was refused (401/403) or the plan cost more than --max-units: nothing useful was called
 CANCELLED = 5  # SIGTERM/SIGINT: no new call started, what was fetched lands (now or next run), the rest stays pending
