@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import os
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -123,6 +124,10 @@ class DatabaseError(Exception):
     """The store cannot be opened or a landing was refused; the message says why."""
 
 
+class DatabaseBusy(DatabaseError):
+    """Another process holds the store open (DuckDB's own lock): busy, as when another run holds our lock."""
+
+
 def _read_sql(*parts: str) -> str:
     return (SQL_DIR.joinpath(*parts)).read_text(encoding="utf-8")
 
@@ -180,7 +185,13 @@ class Database:
         try:
             self.connection = duckdb.connect(self.path)
         except duckdb.IOException as exc:
-            raise DatabaseError(f"{self.path}: cannot open the database, another process may hold it ({exc})") from None
+            held = "lock" in str(exc).lower()  # "Could not set lock on file ...: Conflicting lock is held in ..."
+            raise (DatabaseBusy if held else DatabaseError)(
+                f"{self.path}: cannot open the database, another process may hold it ({exc})") from None
+        # DuckDB's lock on the file is a POSIX lock: closing ANY descriptor of the file in this process
+        # drops it (letting a second writer in). So what reads the file beside DuckDB (publish's copy) reads
+        # through this one descriptor, closed only after DuckDB let go of the file.
+        self.reader = os.open(self.path, os.O_RDONLY) if self.path != ":memory:" else -1
         # Timestamps are stored and shown in UTC whatever the machine's zone.
         self._run("SET TimeZone = 'UTC'")
         self.applied = self.migrate(migrations_dir or SQL_DIR / "migrations")
@@ -211,6 +222,9 @@ class Database:
             connection = self.__dict__.pop("connection", None)
             if connection is not None:
                 connection.close()
+            reader, self.reader = getattr(self, "reader", -1), -1
+            if reader >= 0:
+                os.close(reader)
 
     def _key(self) -> str:
         return self.path if self.path == ":memory:" else str(Path(self.path).resolve())

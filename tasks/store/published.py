@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,7 +45,7 @@ import duckdb
 import polars as pl
 
 from fleet_data.tasks.store.database import QUERY_NAME, SQL_DIR, Database, DatabaseError, _bind, _read_sql, _statements, open_database
-from fleet_data.tasks.store.files import _fsync, _wal, publishing_path
+from fleet_data.tasks.store.files import _fsync, _wal, copy_open_file, publishing_path
 
 
 def published_record_path(db: str | Path) -> Path:
@@ -121,7 +120,7 @@ def publish(store: Database, db: str | Path, say: Callable[[str], None] = _stder
         if wal.exists() and wal.stat().st_size:
             raise DatabaseError(f"{store.path}: the checkpoint left a write-ahead log behind; not published")
         temporary.unlink(missing_ok=True)  # a cut publish's copy is read-only: never written into
-        shutil.copyfile(store.path, temporary)
+        copy_open_file(store.reader, temporary)  # not by name: that would drop DuckDB's lock on the store
     _fsync(temporary)
     temporary.chmod(0o444)  # a snapshot: opened read-only (a read-write open fails for all but root)
     if changed_since_published(target):
