@@ -16,7 +16,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
-from .exitcodes import BUG, USAGE
+from .exitcodes import BUG, NO_SPACE, STORE_LOST, USAGE
 
 BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer its reader left (`| head`)
 CONFIGURED = ("refresh", "backfill", "status", "serve")  # the commands whose options flows/config.py fills in
@@ -174,6 +174,9 @@ def _main(arguments: list[str]) -> int:
     except (KeyboardInterrupt, SystemExit, BrokenPipeError):
         raise
     except BaseException as exc:  # BaseException: a polars/pyo3 PanicException is not an Exception
+        fault = machine_fault(exc)
+        if fault is not None:
+            return _print_error(fault[1], fault[0], as_json)
         if args.verbose:
             raise  # -v: the full traceback, for a bug report
         text = " ".join(str(exc).split())
@@ -181,6 +184,18 @@ def _main(arguments: list[str]) -> int:
         return _print_error(f"{args.command} stopped on an unexpected {type(exc).__name__}: {text or 'no message'} "
                             "(this is a bug, not your input's fault; run again with -v to see the traceback)",
                             BUG, as_json)
+
+
+def machine_fault(exc: BaseException) -> tuple[int, str] | None:
+    """A fault of the machine, not a bug: (exit code, one line) for a full disk or a store or lock gone; else None."""
+    from fleet_data.tasks.control.resources import STORE_LOST as LOST, ResourceLost, is_disk_full
+
+    if isinstance(exc, ResourceLost):
+        return (STORE_LOST if exc.kind == LOST else NO_SPACE), exc.reason
+    if is_disk_full(exc):
+        text = " ".join(str(exc).split())
+        return NO_SPACE, f"disk full: {text[:200]}; free some space and run again (nothing paid is lost)"
+    return None
 
 
 def _pipes_end_quietly() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from fleet_data.tasks.control import stops
+from fleet_data.tasks.control import resources, stops
 from fleet_data.tasks.control.failpoints import failpoint
 from fleet_data.tasks.fetch.lanes import forget_run
 from fleet_data.tasks.ingest.plates import settle_at_ingest
@@ -77,13 +77,16 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
         rows.append({"dataset": "recall_details", "planned": details["due"], "found": details["by_model"] + details["by_vin"],
                      **{k: details.get(k) for k in ("failed", "pending", "calls", "units", "stop_reason")}})
     run.phase("finishing")
+    if not run.may_publish():  # halted (a full disk, a store or lock gone): it ends failed, saying why
+        kind, reason = run.watch.halted or (resources.NO_SPACE, "")
+        summary.update(status="failed", message=reason, failure=kind)
     db = run.store
     if rows:
         db.land("run_datasets", pl.DataFrame(rows, schema={"dataset": pl.String, **RUN_DATASET_COLUMNS}), run_id)
     db.finish_run(run_id, summary["status"], counts=summary["ingest"], units_used=summary["units"],
                   message=summary.get("message"))
     summary = lead_with_changes(summary, run_changes(db, run_id))  # recorded as its answers landed
-    done = summary["status"] not in ("planned", "refused")
+    done = summary["status"] not in ("planned", "refused", "failed")
     if lake and done:
         db.export_parquet(lake)
     report = write_run_report(db, run.db, lake) if done else (None, None)
