@@ -157,7 +157,7 @@ class RunSession:
     def __enter__(self) -> "RunSession":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         if not self.outermost:
             if self.alias is not None:
                 _contexts.pop(self.alias, None)
@@ -167,7 +167,10 @@ class RunSession:
         context = self.context
         try:
             context.phase("publishing")
-            context.publish()  # every run ends published, whatever its status
+            halted = context.watch.halted
+            context.publish()  # every run ends published, whatever its status, unless halted (resources.py)
+            if kind is None and context.watch.halted and not halted:
+                _unpublished(context)  # the disk filled while the last publish copied
         finally:
             _contexts.pop(_key(self.db), None)
             _contexts.pop(context.run_id, None)
@@ -175,6 +178,16 @@ class RunSession:
             context.close()
             context.progress.remove()
             runlock.release(self.db)
+
+
+def _unpublished(context: RunContext) -> None:
+    """The run ended, but its last publish failed for want of space: recorded `failed` after all, and said so."""
+    kind, reason = context.watch.halted or (resources.NO_SPACE, "")
+    try:
+        context.store.finish_run(context.run_id, "failed", message=reason)
+    except Exception:  # noqa: BLE001 - the disk may refuse even that: the next run marks it interrupted
+        pass
+    raise resources.ResourceLost(reason, kind)
 
 
 def publish_seconds_setting() -> float:

@@ -126,3 +126,29 @@ def test_duckdbs_lock_on_the_working_store_outlives_a_publish(tmp_path):
         second = subprocess.run(other, capture_output=True, text=True, timeout=120)
         assert second.returncode != 0 and "lock" in second.stderr.lower(), second.stderr[-500:]
     assert subprocess.run(other, capture_output=True, timeout=120).returncode == 0  # closed: free again
+
+
+def test_a_publish_without_room_for_its_copy_is_not_made_and_leaves_no_partial_file(tiny_disk, monkeypatch):
+    import os
+    import shutil
+
+    from fleet_data.tasks.run.context import hold_run
+
+    monkeypatch.setenv("FLEET_MIN_FREE_MB", "0")
+    monkeypatch.setenv("FLEET_RESERVE_MB", "0")
+    db = tiny_disk / "fleet.duckdb"
+    with hold_run(db, RUN, "refresh", say=lambda line: None) as session:  # published at once: the store is small
+        context, before = session.context, db.read_bytes()
+        working = tiny_disk / "fleet.duckdb.working"
+        for _ in range(40):  # grow the store past what a copy of it would find free
+            if os.stat(working).st_size > shutil.disk_usage(tiny_disk).free:
+                break
+            context.store.connection.execute("CREATE OR REPLACE TABLE ballast AS SELECT md5(random()::VARCHAR) || "
+                                             "md5(random()::VARCHAR) AS x FROM range(20000 + 20000 * $n)", {"n": _})
+            context.store.connection.execute("CHECKPOINT")
+        assert os.stat(working).st_size > shutil.disk_usage(tiny_disk).free
+        assert not context.publish()
+        assert context.watch.halted and context.watch.halted[0] == resources.NO_SPACE
+    assert not (tiny_disk / "fleet.duckdb.publishing").exists()
+    assert db.read_bytes() == before
+    stops.forget_run(RUN)
