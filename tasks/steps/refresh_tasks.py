@@ -221,6 +221,8 @@ def stage_tables(journal: Path) -> Path | None:
         tables = staged_tables(read.dataset, read.table)
         return write_tables(Path(tables_location(str(journal))), StagedTables(read.dataset, tables))
     except Exception as exc:  # noqa: BLE001 - the journal is whole: the lander can still shred it
+        if resources.write_failed(read.run_id, exc):
+            return None  # a full disk: the run is halted; the lander shreds the journal if it can
         _logger().warning("%s: typed tables not staged, the lander shreds the journal (%s)", journal.name, exc)
         return None
 
