@@ -203,6 +203,14 @@ class Database:
             self.connection.execute(statement, params or {})
             self.connection.complete()
 
+    def _rollback(self) -> None:
+        """Undo the open transaction. A COMMIT that failed (a full disk) has ended it already: then the ROLLBACK's
+        own error ("no transaction is active") would hide the one that matters, which the caller raises."""
+        try:
+            self._run("ROLLBACK")
+        except duckdb.TransactionException:
+            pass
+
     def _rows(self, statement: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self._lock:
             return self.connection.execute(statement, params or {}).fetchall()
@@ -256,7 +264,7 @@ class Database:
                     )
                     self._run("COMMIT")
                 except Exception as exc:
-                    self._run("ROLLBACK")
+                    self._rollback()
                     raise DatabaseError(f"migration {migration.path.name} failed: {exc}") from exc
                 applied.append(migration.version)
             dictionary.apply(self.connection)  # every table and column described (sql/dictionary/)
@@ -326,7 +334,7 @@ class Database:
                     self._run(statement, _bind(statement, params))
                 self._run("COMMIT")
             except Exception:
-                self._run("ROLLBACK")
+                self._rollback()
                 raise
 
     def sql(self, text: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
@@ -435,7 +443,7 @@ class Database:
                 failpoint("landing")  # crash tests: every table written, nothing committed
                 self._run("COMMIT")
             except Exception as exc:
-                self._run("ROLLBACK")
+                self._rollback()
                 raise DatabaseError(f"landing {counts} into {', '.join(staged)} failed: {exc}") from exc
         return counts
 
