@@ -188,14 +188,15 @@ def _main(arguments: list[str]) -> int:
 
 def machine_fault(exc: BaseException) -> tuple[int, str] | None:
     """A fault of the machine, not a bug: (exit code, one line) for a full disk or a store or lock gone; else None."""
-    from fleet_data.tasks.control.resources import STORE_LOST as LOST, ResourceLost, is_disk_full
+    from fleet_data.tasks.control.resources import STORE_LOST as LOST, ResourceLost, full_disk_error
 
     if isinstance(exc, ResourceLost):
         return (STORE_LOST if exc.kind == LOST else NO_SPACE), exc.reason
-    if is_disk_full(exc):
-        text = " ".join(str(exc).split())
-        return NO_SPACE, f"disk full: {text[:200]}; free some space and run again (nothing paid is lost)"
-    return None
+    refused = full_disk_error(exc)
+    if refused is None:
+        return None
+    text = " ".join(str(refused).split())
+    return NO_SPACE, f"disk full: {text[:240]}; free some space and run again: nothing paid is bought twice"
 
 
 def _pipes_end_quietly() -> None:

@@ -41,18 +41,22 @@ class ResourceLost(Exception):
         self.reason, self.kind = reason, kind
 
 
-def is_disk_full(exc: BaseException | None) -> bool:
-    """Whether `exc` (or what caused it) is a write refused for want of space or quota."""
+def full_disk_error(exc: BaseException | None) -> BaseException | None:
+    """The write refused for want of space or quota in `exc` or what caused it, if there is one."""
     seen = 0
     while exc is not None and seen < 8:  # bounded: a cause chain may loop
         if isinstance(exc, ResourceLost):
-            return exc.kind == NO_SPACE
+            return exc if exc.kind == NO_SPACE else None
         if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
-            return True
+            return exc
         if any(words in str(exc).lower() for words in _FULL_WORDS):
-            return True
+            return exc.__cause__ if full_disk_error(exc.__cause__) else exc  # the innermost says it best
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return False
+    return None
+
+
+def is_disk_full(exc: BaseException | None) -> bool:
+    return full_disk_error(exc) is not None
 
 
 def _existing(path: Path) -> Path:

@@ -59,6 +59,7 @@ class RunContext:
         self.last_publish = time.monotonic()
         self._publishing = threading.Lock()
         self.watch = _watch(db, run_id, self.staging)
+        self.store.full_disk = self.watch.write_failed  # a write refused for space halts the run, then is tried again
 
     def use_staging(self, remote: str | None, lake: str | None = None) -> StagingArea:
         """Stage fetched answers on object storage (`--staging s3://...`) instead of beside the database;
@@ -111,6 +112,7 @@ class RunContext:
 
     def close(self) -> None:
         self.watch.give_back()
+        self.store.full_disk = None
         self.store.close()
         self.watch.close()  # after the store: its descriptor of the store must not drop DuckDB's lock
 

@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import duckdb
 import polars as pl
@@ -180,6 +180,7 @@ class Database:
         self._users = 1
         self._columns: dict[str, list[str]] = {}
         self._incoming: dict[str, str] = {}
+        self.full_disk: Callable[[BaseException], bool] | None = None  # set by the run holding the store
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -327,15 +328,27 @@ class Database:
     def execute(self, name: str, **params: Any) -> None:
         """Run a named write statement (`sql/queries/<name>.sql`) in one transaction."""
         statements = _statements(self._query_sql(name))
-        with self._lock:
-            self._run("BEGIN TRANSACTION")
-            try:
-                for statement in statements:
-                    self._run(statement, _bind(statement, params))
-                self._run("COMMIT")
-            except Exception:
-                self._rollback()
-                raise
+
+        def body() -> None:
+            for statement in statements:
+                self._run(statement, _bind(statement, params))
+
+        self._transaction(body)
+
+    def _transaction(self, body: Callable[[], None]) -> None:
+        """`body` in one transaction. Refused for space, it is tried once more if `full_disk` (the run's,
+        tasks/control/resources.py) made room, halting the run: its answers and its record still land."""
+        for last in (False, True):
+            with self._lock:
+                self._run("BEGIN TRANSACTION")
+                try:
+                    body()
+                    self._run("COMMIT")
+                    return
+                except Exception as exc:
+                    self._rollback()
+                    if last or self.full_disk is None or not self.full_disk(exc):
+                        raise
 
     def sql(self, text: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
         """Ad-hoc read for tests and notebooks; values must be bound through `params`."""
@@ -433,18 +446,17 @@ class Database:
         undated = any("fetched_at" not in c.column_names or c.column("fetched_at").null_count for c in staged.values())
         stamp = fetched_at or (self._run_started_at(run_id) if undated else None) or datetime.now(timezone.utc)
         counts = {table: chunk.num_rows for table, chunk in staged.items()}
-        with self._lock:
-            con = self.connection
-            self._run("BEGIN TRANSACTION")
-            try:
-                for table, chunk in staged.items():
-                    if chunk.num_rows:
-                        self._land_into(con, table, chunk, run_id, stamp)
-                failpoint("landing")  # crash tests: every table written, nothing committed
-                self._run("COMMIT")
-            except Exception as exc:
-                self._rollback()
-                raise DatabaseError(f"landing {counts} into {', '.join(staged)} failed: {exc}") from exc
+
+        def body() -> None:
+            for table, chunk in staged.items():
+                if chunk.num_rows:
+                    self._land_into(self.connection, table, chunk, run_id, stamp)
+            failpoint("landing")  # crash tests: every table written, nothing committed
+
+        try:
+            self._transaction(body)
+        except Exception as exc:
+            raise DatabaseError(f"landing {counts} into {', '.join(staged)} failed: {exc}") from exc
         return counts
 
     def _stage(self, table: str, frame: pl.DataFrame | pa.Table) -> pa.Table:
