@@ -19,7 +19,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
-from .exitcodes import BUG, USAGE
+from .exitcodes import BUG, NO_SPACE, STORE_LOST, USAGE
 
 BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer its reader left (`| head`)
 RUNS = ("refresh", "backfill")  # the commands that hold a run, and end at once once it is stopped
@@ -220,6 +220,10 @@ def _main(arguments: list[str]) -> int:
     except (KeyboardInterrupt, SystemExit, BrokenPipeError):
         raise
     except BaseException as exc:  # BaseException: a polars/pyo3 PanicException is not an Exception
+        machine = machine_fault(exc)  # a full disk, the store or lock gone: exit 6 or 7
+        if machine is not None:
+            _let_go(exc)
+            return _print_error(machine[1], machine[0], as_json)
         fault = as_fault(exc)  # a path or file the user must fix (tasks/control/faults.py), not a bug
         if fault is not None:
             logging.getLogger("fleet").debug("the environment stopped %s", args.command, exc_info=exc)  # -v: where
@@ -244,6 +248,19 @@ def _let_go(exc: BaseException | None) -> None:
         seen.add(id(exc))
         traceback.clear_frames(exc.__traceback__)
         exc = exc.__cause__ or exc.__context__
+
+
+def machine_fault(exc: BaseException) -> tuple[int, str] | None:
+    """A fault of the machine, not a bug: (exit code, one line) for a full disk or a store or lock gone; else None."""
+    from fleet_data.tasks.control.resources import STORE_LOST as LOST, ResourceLost, full_disk_error
+
+    if isinstance(exc, ResourceLost):
+        return (STORE_LOST if exc.kind == LOST else NO_SPACE), exc.reason
+    refused = full_disk_error(exc)
+    if refused is None:
+        return None
+    text = " ".join(str(refused).split())
+    return NO_SPACE, f"disk full: {text[:240]}; free some space and run again: nothing paid is bought twice"
 
 
 def _pipes_end_quietly() -> None:

@@ -15,6 +15,7 @@ from .exitcodes import CANCELLED
 
 if TYPE_CHECKING:
     from fleet_data.tasks.control import progress
+    from fleet_data.tasks.control.resources import Watch
     from fleet_data.tasks.ingest.fleet_files import IngestResult
 
 from .locking import add_wait_flag, hold_or_refuse
@@ -59,7 +60,17 @@ def run_refresh(args: argparse.Namespace) -> int:
     if isinstance(session, int):
         return session
     with session:
+        _room_to_run(session.context.watch, options)
         return _refresh_holding_lock(args, options, run_id, fleet)
+
+
+def _room_to_run(watch: Watch, options: RefreshOptions) -> None:
+    """The disks the run writes have room before anything is called, or the command stops here (exit code 6)."""
+    from fleet_data.tasks.control.resources import ResourceLost
+
+    watch.place("lake", options.lake)
+    if watch.check() and watch.halted:
+        raise ResourceLost(watch.halted[1], watch.halted[0])
 
 
 def _preview(fleet: IngestResult, options: RefreshOptions, run_id: str) -> Any:
@@ -120,9 +131,17 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
         print(f"cancelled: {exc}", file=sys.stderr)
         return CANCELLED
     except (FleetFileError, DatabaseError, ValueError) as exc:
+        from fleet_data.tasks.control.resources import is_disk_full
+
+        if is_disk_full(exc):
+            raise  # the machine's fault, not the input's: flows/cli.py says so, with its own exit code
         raise CommandError(str(exc)) from None
     finally:
         progress.use(progress.Silent())
+    if summary.get("failure"):  # halted for its resources (a full disk, its store or lock gone): one line, its code
+        from fleet_data.tasks.control.resources import ResourceLost
+
+        raise ResourceLost(summary["message"], summary["failure"])
     report(summary, args.json)
     return exit_code(summary)
 

@@ -21,6 +21,7 @@ from fleet_data.flows.processes import die_with_parent_process
 from fleet_data.tasks.datasets import LiveNames, names
 from fleet_data.tasks.plan.due import Plan
 from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.control.resources import halted
 from fleet_data.tasks.control.stops import CANCELLED, for_run
 from fleet_data.tasks.run.context import current, holds_run_lock, new_run_id
 from fleet_data.tasks.control.signals import cancellable, cancelled
@@ -58,8 +59,8 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
         counts, chunks = summary["datasets"][dataset], lanes[dataset]
         while chunks and sum(d == dataset for d, _ in running.tags()) < fetchers.chunks_in_flight:
             offset, length = chunks.popleft()
-            if counts["stop_reason"] or cancelled(fetchers.run_id):
-                _leave_pending(counts, length)
+            if counts["stop_reason"] or _stopped(fetchers.run_id):
+                _leave_pending(counts, length, _stopped(fetchers.run_id) or CANCELLED)
                 continue
             future = fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, concurrency, None)
             running.add(future, (dataset, length))
@@ -80,10 +81,17 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
             fetchers.land(dataset, staged)
 
 
-def _leave_pending(counts: dict[str, Any], length: int) -> None:
+def _leave_pending(counts: dict[str, Any], length: int, reason: str = CANCELLED) -> None:
     """A chunk not fetched (or not waited for): not failed, due again next run."""
     counts["pending"] += length
-    counts["stop_reason"] = counts["stop_reason"] or CANCELLED
+    counts["stop_reason"] = counts["stop_reason"] or reason
+
+
+def _stopped(run_id: str) -> str | None:
+    """Why no further chunk of any dataset starts: a stop signal, or the run halted for its resources
+    (a full disk, its store or lock gone: tasks/control/resources.py)."""
+    halt = halted(run_id)
+    return halt[1] if halt else CANCELLED if cancelled(run_id) else None
 
 
 @flow(name="fleet-refresh", flow_run_name=run_name, persist_result=False, log_prints=False)
@@ -110,7 +118,7 @@ def refresh_fleet(paths: list[str], options: RefreshOptions | None = None, run_i
 def _refresh(paths: list[str], options: RefreshOptions, run_id: str) -> dict[str, Any]:
     # This process's calls; worker processes read FLEET_RETRY_WINDOW (flows/commands.py exports it).
     for_run(run_id).window.seconds = options.retry_window
-    staging_area = current(run_id).use_staging(options.staging)  # the run's store and staging area (tasks/run/context.py)
+    staging_area = current(run_id).use_staging(options.staging, options.lake)  # the run's store and staging area (tasks/run/context.py)
     parameters = options.run_parameters()  # read by the landing's change detection (sql/changes/); never the notify URL
     ingest = ingest_fleet(paths, run_id, options.vin_column, parameters, options.plates)
     plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None))
@@ -178,8 +186,8 @@ def _fetch(plan: Plan, options: RefreshOptions, summary: dict[str, Any], fetcher
                 continue
             offset, length = chunks.popleft()
             counts = summary["datasets"][dataset]
-            if counts["stop_reason"] or cancelled(fetchers.run_id):
-                _leave_pending(counts, length)
+            if counts["stop_reason"] or _stopped(fetchers.run_id):
+                _leave_pending(counts, length, _stopped(fetchers.run_id) or CANCELLED)
                 continue
             waiting: InFlight[str] = InFlight(fetchers.run_id)
             waiting.add(fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, options.concurrency,

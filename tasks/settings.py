@@ -43,6 +43,8 @@ DEFAULT_LAKE = "data/lake"
 DEFAULT_VALUE_MOVE = 10.0  # percent: a valuation that moved more than this from the vehicle's previous one
 DEFAULT_RETRY_WINDOW = 180.0  # seconds: a faulted run ends within its fault-free time + 3 minutes
 DEFAULT_PUBLISH_SECONDS = 120.0
+DEFAULT_MIN_FREE_MB = 64.0  # headroom a run keeps on every disk it writes (tasks/control/resources.py)
+DEFAULT_RESERVE_MB = 8.0  # set aside at the start, given back on a full disk so paid answers still reach the disk
 MAX_BATCH_VINS = 10_000  # the spec's limit per recalls batch
 ENV_PREFIX = "FLEET_"
 FILE_NAME = "fleet.toml"
@@ -497,6 +499,13 @@ class ProcessSettings(BaseSettings):
     retry_window: Annotated[float | None, BeforeValidator(duration), Field(
         description="also the retry window of runs in this process: a worker process of `--workers` inherits "
                     "its run's (seconds, or with s, m or h; off: no bound)")] = DEFAULT_RETRY_WINDOW
+    min_free_mb: Annotated[float, BeforeValidator(lambda v: number(v, least=0, example="64")), Field(
+        description="megabytes a run keeps free on each disk it writes (working store, staging, lake): checked "
+                    "before each chunk and before publishing; below it the run stops calling and ends failed "
+                    "(exit code 6)")] = DEFAULT_MIN_FREE_MB
+    reserve_mb: Annotated[float, BeforeValidator(lambda v: number(v, least=0, example="8")), Field(
+        description="megabytes set aside beside the working store while a run runs, freed the moment a write "
+                    "finds the disk full, so the answers already paid for still reach the disk")] = DEFAULT_RESERVE_MB
     failpoint: Annotated[str, Field(description="crash tests only: NAME[:N] freezes the Nth pass of "
                                                 "failpoint(NAME) (tasks/control/failpoints.py)")] = ""
     failpoint_marker: Annotated[str | None, Field(description="crash tests only: the file written when a "

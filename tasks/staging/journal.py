@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import uuid
 from collections import Counter
@@ -44,6 +45,7 @@ from fleet_data.connectors.redact import REDACTED
 from fleet_data.tasks.staging.area import JOURNAL_SUFFIX
 from fleet_data.tasks.datasets import DATASETS
 from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.tasks.control import resources
 from fleet_data.tasks.control.failpoints import failpoint
 
 FORMAT = "fleet-answers/1"
@@ -87,9 +89,9 @@ class AnswerJournal:
         self._secrets = tuple(s for s in secrets if s)
         self._batch_rows = batch_rows
         self._schema = SCHEMA.with_metadata({"format": FORMAT, "run_id": run_id, "dataset": dataset})
-        # Unbuffered: a batch written is in the OS's hands, so it survives the process being killed.
-        self._sink = pa.OSFile(str(path), "wb")
-        self._writer = pa.ipc.new_stream(self._sink, self._schema)
+        # Each batch goes to the OS as it is written, so it survives the process being killed.
+        self._sink = WholeWrites(path)
+        self._writer = pa.ipc.new_stream(pa.PythonFile(self._sink, mode="w"), self._schema)
         self._columns: tuple[list[Any], ...] = tuple([] for _ in SCHEMA)
         self._flush_timer: asyncio.TimerHandle | None = None
         self._flushed_at = 0.0
@@ -182,9 +184,26 @@ class AnswerJournal:
         rows = len(self._columns[0])
         arrays = [_array(column, field.type, rows) for column, field in zip(self._columns, SCHEMA)]
         self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
-        failpoint("journal_flushed")  # crash tests: a batch of answers is on disk, the chunk not done
         for column in self._columns:
             column.clear()
+        self._commit()
+        failpoint("journal_flushed")  # crash tests: a batch of answers is on disk, the chunk not done
+
+    def _commit(self, last: bool = False) -> None:
+        """Put the batches written on disk. A disk found full halts the run and frees its reserve
+        (tasks/control/resources.py), then the write is made again; should it fail still, the batches stay
+        in memory for the next flush, and the last one raises."""
+        try:
+            self._sink.commit()
+        except OSError as exc:
+            if not resources.write_failed(self.run_id, exc):
+                raise
+            try:
+                self._sink.commit()
+            except OSError as again:
+                if last:
+                    raise resources.ResourceLost(f"{self.path.name}: answers paid for could not be written "
+                                                 f"({again.strerror}); free some space") from again
 
     def close(self) -> None:
         if self._closed:
@@ -192,7 +211,10 @@ class AnswerJournal:
         self.flush()
         self._closed = True
         self._writer.close()
-        self._sink.close()
+        try:
+            self._commit(last=True)
+        finally:
+            self._sink.close()
 
     def delete(self) -> None:
         """The chunk has landed: its journal is no longer needed."""
@@ -204,6 +226,46 @@ class AnswerJournal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class WholeWrites:
+    """The journal's file, as the Arrow writer's sink: what it writes is held until `commit` puts it on disk
+    whole, or not at all (a write refused for space is cut back), so it can be made again later."""
+
+    closed = False
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self.size = 0  # bytes on disk
+        self._held = bytearray()
+
+    def write(self, data: Any) -> int:
+        self._held += data
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size + len(self._held)
+
+    def flush(self) -> None:
+        pass  # `commit` is the flush: the Arrow writer's own would come between the parts of a batch
+
+    def commit(self) -> None:
+        done, view = 0, memoryview(self._held)
+        try:
+            while done < len(view):
+                done += os.pwrite(self._fd, view[done:], self.size + done)
+        except OSError:
+            os.ftruncate(self._fd, self.size)  # no torn batch: the file ends at its last whole one
+            raise
+        finally:
+            view.release()
+        self.size += done
+        self._held.clear()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            os.close(self._fd)
 
 
 def _array(column: list[Any], kind: pa.DataType, rows: int) -> pa.Array:

@@ -30,8 +30,8 @@ from fleet_data.tasks.settings import RefreshOptions, deadline_settings
 from fleet_data.tasks.steps import refresh_steps as steps
 from fleet_data.tasks.outputs.changes import change_message
 from fleet_data.connectors.notify import PostRetries, post_json
+from fleet_data.tasks.control import resources, stops
 from fleet_data.tasks.control.signals import cancelled
-from fleet_data.tasks.control import stops
 from fleet_data.tasks.fetch.enrich import fetch_chunk
 from fleet_data.tasks.control.budget import Budget
 from fleet_data.tasks.control.calls import Calls
@@ -199,6 +199,7 @@ def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int
     there once the chunk is done; a chunk killed before leaves it to the next run on this machine.
     """
     folder = journal_folder(staging, run_id)
+    resources.check(run_id)  # before each chunk: short of space, or the store gone, no call starts (its stops)
     with fetch_turn(run_id, dataset) as lane:  # retries still waiting may be handed to the next chunk
         calls = _calls(run_id, concurrency, budget_left, dataset)
         with AnswerJournal.create(folder, run_id, dataset, secrets=(calls.settings.api_key or "",)) as journal:
@@ -222,6 +223,8 @@ def stage_tables(journal: Path) -> Path | None:
         tables = staged_tables(read.dataset, read.table)
         return write_tables(Path(tables_location(str(journal))), StagedTables(read.dataset, tables))
     except Exception as exc:  # noqa: BLE001 - the journal is whole: the lander can still shred it
+        if resources.write_failed(read.run_id, exc):
+            return None  # a full disk: the run is halted; the lander shreds the journal if it can
         _logger().warning("%s: typed tables not staged, the lander shreds the journal (%s)", journal.name, exc)
         return None
 
@@ -251,7 +254,14 @@ def land_staged(run_id: str, staged: str) -> None:
         dataset = typed.dataset if typed is not None else journal.dataset
         run = current(run_id)
         if answers is not None:
-            land_answers(run.store, run_id, dataset, answers)
+            try:
+                land_answers(run.store, run_id, dataset, answers)
+            except Exception as exc:
+                if not resources.write_failed(run_id, exc):
+                    raise
+                # The run is halted: no new call starts. The chunk stays staged for the next run to land.
+                _logger().info("%s: not landed, the disk is full; it stays staged for the next run", dataset)
+                return
     failpoint("landed")  # crash tests: the chunk landed, its journal not yet deleted
     remove_staged(staged)
     if answers is not None:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -50,7 +49,7 @@ import polars as pl
 from fleet_data.tasks.control.faults import as_fault, damaged_database
 from fleet_data.tasks.store.database import (QUERY_NAME, SQL_DIR, Database, DatabaseError, DatabaseUnusable, _bind,
                                              _read_sql, damaged_published, _statements, open_database)
-from fleet_data.tasks.store.files import _fsync, _wal, publishing_path
+from fleet_data.tasks.store.files import _fsync, _wal, copy_open_file, publishing_path
 
 
 def unusable_published(exc: duckdb.Error, db: str | Path) -> DatabaseError:
@@ -136,7 +135,7 @@ def publish(store: Database, db: str | Path, say: Callable[[str], None] = _stder
             raise DatabaseError(f"{store.path}: the checkpoint left a write-ahead log behind; not published")
         temporary.unlink(missing_ok=True)  # a cut publish's copy is read-only: never written into
         # The store is in the format DuckDB 1.4 and later read (tasks/store/fileformat.py): so is the copy.
-        shutil.copyfile(store.path, temporary)
+        copy_open_file(store.reader, temporary)  # not by name: that would drop DuckDB's lock on the store
     _fsync(temporary)
     temporary.chmod(0o444)  # a snapshot: opened read-only (a read-write open fails for all but root)
     if changed_since_published(target):
