@@ -29,7 +29,7 @@ from tests.dask_venv import wheel_venv
 from .conftest import sample_rows
 
 psutil = pytest.importorskip("psutil")
-pytestmark = pytest.mark.timeout(900)  # a cold venv build resolves ~200 packages; warm, the module takes ~1-2 min
+pytestmark = pytest.mark.timeout(1200)  # a cold venv build resolves ~200 packages (4 min); warm, ~2 min on a quiet box
 
 KEY = "dask_cluster_key_5d21f0"  # distinctive, so a leak is easy to find
 AWS_SECRET = "dask-cluster-aws-secret-8e4b19"
@@ -195,11 +195,14 @@ def refreshed(bin_dir, cluster, sandbox, s3, tmp_path_factory) -> dict:
         done = subprocess.run([str(bin_dir / "fleet"), "refresh", "fleet.csv", "--db", "fleet.duckdb", "--lake", "",
                                "--datasets", ",".join(DATASETS), "--chunk-size", str(CHUNK), "--dask", cluster["address"],
                                "--staging", STAGING, "--json"],
-                              cwd=folder, env=env, capture_output=True, text=True, timeout=400)
+                              cwd=folder, env=env, capture_output=True, text=True, timeout=600)
         seen.sample()
     during = dict(seen.seen)
     for process in (cluster["worker"], cluster["scheduler"]):  # SIGTERM by PID, then wait
         _stop(process)
+    deadline = time.monotonic() + 30  # what they started goes with them (multiprocessing's resource tracker in a moment)
+    while seen.alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
     return {"done": done, "folder": folder, "during": during, "left": seen.alive(), "worker_pids": worker_pids,
             "logs": "".join((cluster["folder"] / f"{n}.log").read_text() for n in ("scheduler", "worker"))}
 
@@ -286,3 +289,17 @@ def test_what_reaches_a_fetch_task_shows_no_secret():
         assert KEY not in shown and AWS_SECRET not in shown
     assert access.service.settings().api_key == KEY  # where the client is built, the key is whole
     assert access.storage is not None and access.storage.storage_options()["secret"] == AWS_SECRET
+
+
+def test_a_cluster_that_cannot_fetch_is_refused_with_the_reason():
+    """No workers; a worker that cannot reach the flow's Prefect API (here a closed port): one line each."""
+    distributed = pytest.importorskip("distributed")
+    from fleet_data.flows.fetchers import ClusterError, check_cluster
+
+    closed = f"http://127.0.0.1:{_free_port()}/api"
+    for workers, api_url, reason in ((0, None, "the cluster has no workers"), (1, closed, f"cannot reach the flow's Prefect API at {closed}")):
+        with distributed.LocalCluster(n_workers=workers, processes=False, dashboard_address=None) as local, \
+                distributed.Client(local, set_as_default=False) as client:
+            with pytest.raises(ClusterError) as refused:
+                check_cluster(client, local.scheduler_address, api_url)
+        assert reason in str(refused.value) and "\n" not in str(refused.value)
