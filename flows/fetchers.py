@@ -15,8 +15,8 @@ base URL and key, the staging area's endpoint and credentials, the retry window,
 its task runs to the flow's Prefect API: the flow's settings travel with each task (prefect-dask), and
 when the flow uses Prefect's temporary server, its address is put in them, so that no worker starts a
 server of its own. Before anything is called, the cluster is checked (`check_cluster`): it answers, has
-workers, each runs this fleet-data version and reaches that API; else one line says what is wrong
-(`ClusterError`, exit code 2 in `fleet`).
+workers, each runs this fleet-data version and reaches that API and the staging bucket; else one line
+says what is wrong (`ClusterError`, exit code 2 in `fleet`).
 
 What is shared across processes and what is not: each worker process keeps its own stops
 (tasks/control/stops.py) and fetch turns (tasks/fetch/lanes.py). A refused key stops that process's calls at once;
@@ -42,7 +42,7 @@ from prefect.futures import PrefectFuture
 from fleet_data.tasks.control import progress
 from fleet_data.tasks.steps.refresh_tasks import FetchAccess, fetch_staged_chunk, land_staged_chunk
 from fleet_data.tasks.plan.due import read_slice
-from fleet_data.tasks.staging.area import StagingArea
+from fleet_data.tasks.staging.area import StagingArea, is_remote, reach
 
 
 @dataclass
@@ -73,7 +73,7 @@ class Fetchers:
             try:
                 api_url = self._stack.enter_context(api_for_workers())
                 self._runner = self._stack.enter_context(DaskTaskRunner(address=self.dask))
-                check_cluster(self._runner.client, self.dask, api_url)  # the client connects here
+                check_cluster(self._runner.client, self.dask, api_url, self._access)  # the client connects here
             except (OSError, TimeoutError) as exc:
                 self._stack.close()
                 raise ClusterError(unreachable(self.dask, exc)) from None
@@ -137,13 +137,14 @@ def api_for_workers() -> Iterator[str]:
         yield server.api_url
 
 
-def check_cluster(client: Any, address: str, api_url: str | None) -> None:
+def check_cluster(client: Any, address: str, api_url: str | None, access: FetchAccess | None = None) -> None:
     """Refuse a cluster that cannot fetch, before anything is called: no workers, a worker without this
-    fleet-data, or one that cannot reach the flow's Prefect API. Raises ClusterError."""
+    fleet-data, or one that cannot reach the flow's Prefect API or, with the flow's credentials, the
+    object storage it stages on (`access`). Raises ClusterError."""
     from importlib.metadata import version
 
     try:
-        answers = client.run(worker_check, api_url, on_error="return")
+        answers = client.run(worker_check, api_url, access, on_error="return")
     except Exception as exc:  # noqa: BLE001 - the scheduler went away or refused: say so in one line
         raise ClusterError(f"--dask {address}: the cluster could not run a check ({type(exc).__name__}: {exc})") from None
     if not answers:
@@ -153,14 +154,16 @@ def check_cluster(client: Any, address: str, api_url: str | None) -> None:
         if isinstance(answer, BaseException):
             why = f"{type(answer).__name__}: {answer}"
             raise ClusterError(f"--dask {address}: worker {worker} cannot fetch ({' '.join(why.split())[:200]}); "
-                               f"install the fleet-data wheel on every worker and check it reaches {api_url}")
+                               f"install the fleet-data wheel on every worker and check it reaches {api_url}"
+                               + (f" and {access.staging}" if access and is_remote(access.staging) else ""))
         if answer != ours:
             raise ClusterError(f"--dask {address}: worker {worker} runs fleet-data {answer}, this machine {ours}; "
                                "install the same wheel on every worker")
 
 
-def worker_check(api_url: str | None) -> str:
-    """Run on each Dask worker by `check_cluster`: its fleet-data version, once it has reached the Prefect API."""
+def worker_check(api_url: str | None, access: FetchAccess | None = None) -> str:
+    """Run on each Dask worker by `check_cluster`: its fleet-data version, once it has reached the Prefect API
+    and the staging area on object storage (listed with the flow's credentials)."""
     from importlib.metadata import version
 
     import httpx
@@ -170,16 +173,19 @@ def worker_check(api_url: str | None) -> str:
             httpx.get(f"{api_url.rstrip('/')}/health", timeout=httpx.Timeout(10.0))
         except httpx.TransportError as exc:
             raise ConnectionError(f"cannot reach the flow's Prefect API at {api_url} ({exc})") from None
+    if access is not None and is_remote(access.staging):
+        reach(access.staging, access.storage)
     return version("fleet-data")
 
 
-def check_cluster_at(address: str) -> None:
+def check_cluster_at(address: str, staging: str | None = None) -> None:
     """`check_cluster` from the command line, before the flow starts (its Prefect API already chosen)."""
     from distributed import Client
 
+    access = FetchAccess.of_this_process(staging, None) if staging else None
     try:
         with api_for_workers() as api_url, Client(address, timeout="30s", set_as_default=False) as client:
-            check_cluster(client, address, api_url)
+            check_cluster(client, address, api_url, access)
     except (OSError, TimeoutError) as exc:
         raise ClusterError(unreachable(address, exc)) from None
 

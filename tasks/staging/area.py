@@ -123,6 +123,16 @@ def opened(location: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def reach(staging: str, access: StorageAccess | None = None) -> None:
+    """List the staging prefix (a missing one is fine): raises what stops a fetch task from staging there
+    (no credentials, refused ones, no such bucket, no answer)."""
+    fs = _fs(staging, access)
+    try:
+        fs.ls(staging.rstrip("/"), refresh=True)
+    except FileNotFoundError:
+        fs.ls(staging.split("://", 1)[1].split("/", 1)[0], refresh=True)  # the prefix is new: its bucket must exist
+
+
 def exists(location: str) -> bool:
     """Whether a staged file is at `location`."""
     return bool(_fs(location).exists(location)) if is_remote(location) else Path(location).is_file()

@@ -292,14 +292,24 @@ def test_what_reaches_a_fetch_task_shows_no_secret():
 
 
 def test_a_cluster_that_cannot_fetch_is_refused_with_the_reason():
-    """No workers; a worker that cannot reach the flow's Prefect API (here a closed port): one line each."""
+    """No workers; a worker that cannot reach the flow's Prefect API, or the staging bucket with the flow's
+    credentials (here closed ports): one line each."""
     distributed = pytest.importorskip("distributed")
+    from fleet_data.connectors import ServiceAccess
     from fleet_data.flows.fetchers import ClusterError, check_cluster
+    from fleet_data.tasks.staging.area import StorageAccess
+    from fleet_data.tasks.steps.refresh_tasks import FetchAccess
 
-    closed = f"http://127.0.0.1:{_free_port()}/api"
-    for workers, api_url, reason in ((0, None, "the cluster has no workers"), (1, closed, f"cannot reach the flow's Prefect API at {closed}")):
+    closed = f"http://127.0.0.1:{_free_port()}"
+    no_storage = FetchAccess(staging=STAGING, service=ServiceAccess(), storage=StorageAccess(
+        endpoint_url=closed, region="us-east-1", key=AWS_KEY_ID, secret=AWS_SECRET))
+    cases = ((0, None, None, "the cluster has no workers"),
+             (1, f"{closed}/api", None, f"cannot reach the flow's Prefect API at {closed}/api"),
+             (1, None, no_storage, "cannot fetch (EndpointConnectionError: Could not connect to the endpoint URL"))
+    for workers, api_url, access, reason in cases:
         with distributed.LocalCluster(n_workers=workers, processes=False, dashboard_address=None) as local, \
                 distributed.Client(local, set_as_default=False) as client:
             with pytest.raises(ClusterError) as refused:
-                check_cluster(client, local.scheduler_address, api_url)
-        assert reason in str(refused.value) and "\n" not in str(refused.value)
+                check_cluster(client, local.scheduler_address, api_url, access)
+        message = str(refused.value)
+        assert reason in message and "\n" not in message and AWS_SECRET not in message
