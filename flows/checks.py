@@ -60,6 +60,8 @@ def check_refresh(args: argparse.Namespace) -> None:
             validate_url(args.notify)
         except NotifyError as exc:
             raise CommandError(f"--notify: {exc}") from None
+    if args.dask and not args.dry_run:
+        dask_scheduler(args.dask)
     service(needs_calls=not args.dry_run)
 
 
@@ -113,6 +115,22 @@ def webhook_url(url: str) -> None:
     if not parts.hostname or (parts.scheme != "https" and not local):
         raise CommandError(f"--webhook-url {url}: the service posts to an https URL only; give the https address "
                            "that reaches --webhook-listen (e.g. https://hooks.example.com/fleet)")
+
+
+def dask_scheduler(address: str, timeout: float = 10.0) -> None:
+    """`--dask`: a scheduler listens there (its workers are checked once Prefect is up: flows/fetchers.py)."""
+    parts = urlsplit(address)
+    try:
+        port = parts.port or 8786
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("tcp", "tls") or not parts.hostname or not 0 < port < 65536:
+        raise CommandError(f"--dask {address}: write the scheduler's address as tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786")
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout).close()
+    except OSError as exc:
+        raise CommandError(f"--dask {address}: no Dask scheduler answers there ({exc.strerror or exc}); start one "
+                           "with `dask scheduler`, or fix the address") from None
 
 
 def webhook_listen(address: str) -> None:

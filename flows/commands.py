@@ -119,6 +119,10 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
             plan = preview.plan
             with service_settings():
                 start_prefect(args.verbose)
+                if options.dask:  # its workers run this fleet-data and reach this Prefect: checked before any call
+                    from .fetchers import check_cluster_at
+
+                    check_cluster_at(options.dask, options.staging)
                 from .refresh import refresh_fleet  # imports Prefect: only once the files are known to be usable
 
                 signals.started = True

@@ -116,9 +116,15 @@ def refresh_fleet(paths: list[str], options: RefreshOptions | None = None, run_i
 @records_failure  # a run that raises is recorded `failed`, not left `running`
 @cancellable  # inside the flow run, where Prefect has put its own SIGTERM handler: ours comes after
 def _refresh(paths: list[str], options: RefreshOptions, run_id: str) -> dict[str, Any]:
-    # This process's calls; worker processes read FLEET_RETRY_WINDOW (flows/commands.py exports it).
+    # This process's calls; fetch tasks elsewhere get it from the flow (flows/fetchers.py, FetchAccess).
     for_run(run_id).window.seconds = options.retry_window
     staging_area = current(run_id).use_staging(options.staging, options.lake)  # the run's store and staging area (tasks/run/context.py)
+    # Where fetch tasks run (flows/fetchers.py); a Dask cluster that cannot fetch is refused here, before any call.
+    with Fetchers(staging_area, workers=options.workers, dask=options.dask, retry_window=options.retry_window) as fetchers:
+        return _refresh_with(paths, options, run_id, fetchers)
+
+
+def _refresh_with(paths: list[str], options: RefreshOptions, run_id: str, fetchers: Fetchers) -> dict[str, Any]:
     parameters = options.run_parameters()  # read by the landing's change detection (sql/changes/); never the notify URL
     ingest = ingest_fleet(paths, run_id, options.vin_column, parameters, options.plates)
     plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None))
@@ -143,8 +149,7 @@ def _refresh(paths: list[str], options: RefreshOptions, run_id: str) -> dict[str
             plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None))
             replan(summary, plan)
     batch, budget = _start_recalls(plan, options, run_id, summary, budget)
-    with Fetchers(staging_area, workers=options.workers, dask=options.dask) as fetchers:  # see flows/fetchers.py
-        budget = _fetch(plan, options, summary, fetchers, budget)
+    budget = _fetch(plan, options, summary, fetchers, budget)
     if fetchers.pids - {os.getpid()}:
         summary["fetched_in"] = sorted(fetchers.pids)  # the worker processes that fetched (--workers, --dask)
     if batch is not None:
