@@ -1,7 +1,7 @@
 """`fleet refresh --dask` against a real Dask cluster (issue 20), every process from the installed wheel.
 
 `dask scheduler` and `dask worker` (two worker processes) run from a venv holding only the wheel and what
-pip resolved for it (tests/dask_venv.py), with no PYTHONPATH, no VDS_* and no AWS_* variables, in a home
+pip resolved for it (tests/wheel_venv.py, shared with the packaging test), with no PYTHONPATH, no VDS_* and no AWS_* variables, in a home
 of their own. `fleet refresh --dask ... --staging s3://...` runs from the same venv against `fleet sandbox`
 and moto's S3 server, on Prefect's temporary server. The service, the key and the S3 credentials reach the
 workers only from the flow; the workers report to the flow's Prefect server and start none of their own.
@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.dask_venv import wheel_venv
+from tests.wheel_venv import session_work_dir, wheel_venv
 from .conftest import sample_rows
 
 psutil = pytest.importorskip("psutil")
@@ -100,7 +100,7 @@ class Descendants:
 
 @pytest.fixture(scope="module")
 def bin_dir(tmp_path_factory) -> Path:
-    return wheel_venv(tmp_path_factory.mktemp("wheel"))
+    return wheel_venv(session_work_dir(tmp_path_factory))  # the one the packaging test uses: built once per run
 
 
 @pytest.fixture(scope="module")
