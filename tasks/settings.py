@@ -252,7 +252,7 @@ class RefreshOptions(RunOptions):
                                          "--concurrency is per process")] = None
     dask: Annotated[OptionalText, AfterValidator(lambda v: _url(v, "tcp://127.0.0.1:8786")), Cli(metavar="ADDRESS"),
                     Field(description="fetch on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 "
-                                      "(its workers need VDS_API_KEY)")] = None
+                                      "(install the wheel on every worker; the key and credentials go from here: docs/dask.md)")] = None
     staging: Annotated[OptionalText, AfterValidator(lambda v: _url(v, "s3://bucket/prefix")), Cli(metavar="URL"),
                        Field(description="stage fetched answers on object storage, e.g. s3://bucket/prefix "
                                          "(default: beside --db)")] = None
