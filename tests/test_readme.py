@@ -139,9 +139,10 @@ def _checkout_copy(folder: Path) -> None:
     venv = folder / ".venv"
     venv.mkdir()
     for entry in Path(sys.prefix).iterdir():
-        if entry.name != ".installed":
+        if not entry.name.startswith(".installed"):
             (venv / entry.name).symlink_to(entry)
-    (venv / ".installed").touch()
+    for stamp in (".installed-runtime", ".installed-dev"):  # the Makefile's, one per lock, runtime first
+        (venv / stamp).touch()
 
 
 @contextlib.contextmanager
