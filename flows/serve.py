@@ -167,15 +167,16 @@ def run_serve(args: argparse.Namespace) -> int:
     except CommandError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
+    from .refresh import refresh_fleet
     from .serving import serve_until_stopped
     from .target import service_settings
 
     # Flow runs inherit this process's environment: the key (or the embedded sandbox's URL) travels there,
     # never as a deployment parameter. A key in the Secret block is read by each run (flows/apikey.py).
     if key_in_block:
-        return serve_until_stopped(deployments)
+        return serve_until_stopped(deployments, refresh_fleet)
     with service_settings():
-        return serve_until_stopped(deployments)
+        return serve_until_stopped(deployments, refresh_fleet)
 
 
 def _key_source() -> bool:

@@ -34,13 +34,17 @@ GRACE_SECONDS = 6.0  # waited for the flow run to land what it fetched and recor
 RUNNER_STOP_SECONDS = 1.5  # for the runner to pause the schedules (twice: to stop, then to end its thread)
 
 
-def serve_until_stopped(deployments: list[Any], limit: int = 1) -> int:
-    """Serve `deployments` until SIGINT or SIGTERM; 0 when stopped by a signal, 1 if the runner failed."""
+def serve_until_stopped(deployments: list[Any], flow: Any, limit: int = 1) -> int:
+    """Serve `deployments` of `flow` until SIGINT or SIGTERM; 0 when stopped by a signal, 1 if the runner failed."""
     from prefect.runner import Runner
 
     runner = Runner(limit=limit)
     for deployment in deployments:
-        runner.add_deployment(deployment)  # registers it with the server, before anything is served
+        deployment_id: Any = runner.add_deployment(deployment)  # registered with the server before anything is served
+        # As `Runner.add_flow` does: its runs then start as this process's `multiprocessing` children running
+        # the flow object, where the flow watches its parent (flows/processes.py). Without it (`prefect.serve`)
+        # each run was `python -m prefect.engine` behind a pipe, which died with this process.
+        runner._deployment_registry.register_flow(deployment_id, flow)
     stop, received = threading.Event(), []
 
     def on_signal(signum: int, frame: Any) -> None:
