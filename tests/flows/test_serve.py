@@ -109,3 +109,22 @@ def test_serve_refuses_a_base_url_with_no_key_anywhere(fleet_file, tmp_path, mon
     args = parse(["serve", fleet_file(3), "--db", str(tmp_path / "fleet.duckdb")])
     assert args.run(args) == 2  # a Secret block would do (tests/flows/test_serve_and_worker.py); there is none
     assert "VDS_BASE_URL is set but there is no key" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("prefect_server", "service")
+def test_serve_refuses_to_take_over_a_deployment_of_a_work_pool(fleet_file, tmp_path, monkeypatch, capsys):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+
+    from fleet_data.flows.cli import parse
+    from fleet_data.flows.refresh import refresh_fleet
+
+    for name in ("PREFECT_LOGGING_LEVEL", "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"):  # run_serve sets them
+        monkeypatch.setenv(name, os.environ.get(name, "WARNING"))
+    with get_client(sync_client=True) as client:  # as `prefect deploy` leaves it: a deployment on a pool
+        client.create_work_pool(WorkPoolCreate(name="taken-pool", type="process"), overwrite=True)
+        client.create_deployment(flow_id=client.create_flow(refresh_fleet), name="taken-weekly-recalls",
+                                 work_pool_name="taken-pool", entrypoint="fleet_data.flows.refresh.refresh_fleet")
+    args = parse(["serve", fleet_file(3), "--db", str(tmp_path / "fleet.duckdb"), "--name", "taken"])
+    assert args.run(args) == 2  # refused before serving anything
+    assert "fleet-refresh/taken-weekly-recalls runs on work pool 'taken-pool'" in capsys.readouterr().err
