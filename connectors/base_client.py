@@ -236,7 +236,8 @@ class BaseClient:
         # A replay of an idempotent POST was billed when first answered, not again (README: our choices).
         replayed = answer is not None and answer.headers.get("idempotent-replayed", "").lower() == "true"
         units = units_for_answer(ep.name, query, answer.status, answer.body) if answer and not replayed else 0
-        unknown = status is None  # no answer: the service may have billed it, so count what it may have cost
+        # No answer to a request that left: the service may have billed it, so count what it may have cost.
+        unknown = status is None and getattr(error, "sent", True)
         if unknown:
             units = estimate_units(ep.name, query)
         self._on_call(

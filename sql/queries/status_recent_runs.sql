@@ -1,7 +1,7 @@
--- The latest $limit runs with what they spent: the call ledger's sum when it has the run's calls (a killed run's
--- calls in flight count at what they may have cost, `possible_units`), else what the run recorded.
+-- The latest $limit runs with what they spent: what the run recorded when it finished (known plus possible), else
+-- (a killed run) the call ledger's sum, its calls in flight counted at what they may have cost (`possible_units`).
 SELECT r.run_id, r.kind, r.status, r.started_at, r.finished_at, r.rows_in, r.valid, r.rejected,
-       CAST(coalesce(c.units, r.units_used, 0) AS BIGINT) AS units, CAST(coalesce(c.possible_units, 0) AS BIGINT) AS possible_units,
+       CAST(coalesce(r.units_used, c.units, 0) AS BIGINT) AS units, CAST(coalesce(c.possible_units, 0) AS BIGINT) AS possible_units,
        coalesce(c.calls, 0) AS calls, r.message
 FROM runs AS r
 LEFT JOIN (SELECT run_id, count(*) AS calls, sum(units) AS units,

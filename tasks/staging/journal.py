@@ -178,9 +178,6 @@ class AnswerJournal:
         while view:  # a regular file takes it whole; a short write (a signal) goes on where it stopped
             view = view[os.write(self._fd, view):]
 
-    def flush(self) -> None:
-        """Nothing waits: every record went to the OS as it was written (kept for callers of the first format)."""
-
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
