@@ -102,7 +102,10 @@ def _frame(kind: int, payload: bytes) -> bytes:
 
 
 def _micros(at: datetime | None) -> int | None:
-    return None if at is None else (at - _EPOCH) // _MICROSECOND
+    """Microseconds since the epoch (what the columns hold); a time without a zone is UTC, as Arrow takes it."""
+    if at is None:
+        return None
+    return ((at if at.tzinfo else at.replace(tzinfo=timezone.utc)) - _EPOCH) // _MICROSECOND
 
 
 class AnswerJournal:
