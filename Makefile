@@ -1,8 +1,12 @@
-# Two commands a new user needs: `make demo` and `make test`. Both install from the lockfile first.
+# Two commands a new user needs: `make demo` and `make test`. Both install from a lockfile first:
+# `make demo` what the wheel needs and nothing else (requirements.lock), `make test` that plus the `dev`
+# extra (requirements-dev.lock, the same pins for what both hold). docs/installing.md says more.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# One stamp per lock: `make demo` then `make test` in one checkout adds the dev lock on top of the runtime one.
+RUNTIME := $(VENV)/.installed-runtime
+DEV     := $(VENV)/.installed-dev
 
 # No network here and no telemetry wanted anywhere Prefect runs.
 export DO_NOT_TRACK := 1
@@ -11,16 +15,21 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
 .PHONY: install demo test bench lock sandbox clean
 
-install: $(STAMP)
+# A developer's venv: everything `make test` needs.
+install: $(DEV)
 
-$(STAMP): requirements.lock pyproject.toml
+$(RUNTIME): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --require-hashes -r requirements.lock
 	@# The editable build prints a long, harmless setuptools notice: show it only if the install fails.
 	$(BIN)/python -m pip install --quiet --no-deps -e . 2>/dev/null || $(BIN)/python -m pip install --no-deps -e .
-	touch $(STAMP)
+	touch $(RUNTIME)
 
-demo: install
+$(DEV): $(RUNTIME) requirements-dev.lock
+	$(BIN)/python -m pip install --quiet --require-hashes -r requirements-dev.lock
+	touch $(DEV)
+
+demo: $(RUNTIME)
 	$(BIN)/fleet refresh data/sample_fleet.csv
 	@# Every refresh writes the fleet report next to the lake: one HTML file, opens offline.
 	@test -f data/lake/report.html && echo "Fleet report: $(CURDIR)/data/lake/report.html (open it in a browser)"
@@ -33,12 +42,17 @@ test: install
 bench: install
 	$(BIN)/python -m pytest -q -m bench -s tests/bench
 
-sandbox: install
+sandbox: $(RUNTIME)
 	$(BIN)/fleet sandbox
 
-# Re-pin every dependency after editing pyproject.toml (needs uv: pip install uv).
+# Re-pin after editing pyproject.toml (needs uv: pip install uv). uv keeps the pins already in the files
+# unless told otherwise (make lock UPGRADE=--upgrade). The dev lock is constrained by the runtime one, so
+# `make test` tests the very versions `make demo` installs.
+UPGRADE ?=
 lock:
-	uv pip compile pyproject.toml --extra dev --python-version 3.11 --generate-hashes -o requirements.lock
+	uv pip compile pyproject.toml $(UPGRADE) --python-version 3.11 --generate-hashes -o requirements.lock
+	uv pip compile pyproject.toml $(UPGRADE) --extra dev -c requirements.lock --python-version 3.11 --generate-hashes \
+		-o requirements-dev.lock
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -7,12 +7,13 @@ from . import errors, models
 from .billing import estimate_units
 from .calls import CallRecord
 from .client import AsyncVehicleDataClient
-from .config import Settings
+from .config import ServiceAccess, Settings
 from .endpoints import ENDPOINTS, Endpoint
 from .retry import RetryPolicy
 from .sync import VehicleDataClient
 
 __all__ = [
-    "AsyncVehicleDataClient", "CallRecord", "ENDPOINTS", "Endpoint", "RetryPolicy", "Settings",
+    "AsyncVehicleDataClient", "CallRecord", "ENDPOINTS", "Endpoint", "RetryPolicy", "ServiceAccess",
+    "Settings",
     "VehicleDataClient", "errors", "estimate_units", "models",
 ]

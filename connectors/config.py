@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .retry import RetryPolicy
@@ -108,3 +108,31 @@ class Settings:
     def configured(self) -> bool:
         """True when the user pointed us at a service (otherwise commands use the sandbox)."""
         return bool(self.api_key or self.base_url)
+
+
+class ServiceAccess(BaseModel):
+    """A client's settings as a value another process takes (a fetch task on a `--workers` process or a Dask
+    worker): the flow's own, so a worker needs no VDS_* of its own. The key is a `SecretStr`: Prefect, Dask and
+    any log show it as `**********`; only `settings()` (where the client is built) reads it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    read_timeout: float = DEFAULT_TIMEOUT.read or 30.0
+    max_retries: int = RetryPolicy.max_retries
+    max_retry_after: float = RetryPolicy.max_retry_after
+
+    @classmethod
+    def of(cls, settings: Settings) -> ServiceAccess:
+        return cls(api_key=SecretStr(settings.api_key) if settings.api_key else None, base_url=settings.base_url,
+                   read_timeout=settings.timeout.read or DEFAULT_TIMEOUT.read or 30.0,
+                   max_retries=settings.retry.max_retries, max_retry_after=settings.retry.max_retry_after)
+
+    def settings(self) -> Settings:
+        """The client's settings, as `Settings.from_env` made them in the flow's process."""
+        base = Settings()
+        return replace(base, api_key=self.api_key.get_secret_value() if self.api_key else None, base_url=self.base_url,
+                       timeout=httpx.Timeout(connect=DEFAULT_TIMEOUT.connect, read=self.read_timeout,
+                                             write=DEFAULT_TIMEOUT.write, pool=DEFAULT_TIMEOUT.pool),
+                       retry=replace(base.retry, max_retries=self.max_retries, max_retry_after=self.max_retry_after))

@@ -9,7 +9,10 @@ service as `webhookUrl`), so it trusts nothing it is sent:
 - the body must have the documented shape, for a batch this receiver was told to `expect`;
 - a delivery only wakes the batch's waiter, at most once per `min_interval`; the waiter then reads
   the status from the service (a delivery is a hint, never a result), and the wake-up is reset;
-- nothing is kept per refused POST or per unknown batch: memory is bounded whatever is posted.
+- nothing is kept per refused POST or per unknown batch: memory is bounded whatever is posted;
+- a malformed request (bad HTTP, oversize headers, junk) is one short line at most, `LOG_LINES_PER_SECOND`
+  a second and then a count of those not logged (`_ServerLog`): aiohttp logs a traceback each, quoting
+  up to 64 KB of the sender's bytes, and a flood of them wrote 116 MB to stderr in 40 s.
 """
 
 from __future__ import annotations
@@ -19,14 +22,17 @@ import hmac
 import json
 import logging
 import secrets
+import sys
+import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
-from .redact import guard_loggers
+from .redact import guard_loggers, redact_text
 
 log = logging.getLogger("connectors.webhooks")
 PATH = "/recalls-batch"
@@ -35,6 +41,54 @@ EVENT = "recalls_batch.completed"
 MAX_BODY_BYTES = 16 * 1024  # the payload is a few hundred bytes
 MAX_BATCH_ID = 200
 _OPTIONAL_INTS = ("numericBatchId", "totalVins", "processedVins")
+LOG_LINES_PER_SECOND = 5  # lines about malformed requests; the rest are counted, and said in one line
+LOG_PREFIX_CHARS = 120  # of the error's text, escaped: enough to tell what was sent, never the whole
+
+
+class _ServerLog(logging.Logger):
+    """aiohttp's server logger for one receiver: each error a line without traceback, a few a second.
+
+    aiohttp calls `exception`, `warning` and `debug` on it (its `RequestHandler(logger=...)`); every record
+    comes here, to `_log`. Lines go to `connectors.webhooks`'s handlers; the run's token is redacted.
+    """
+
+    def __init__(self, token: str, refused: Counter[str], clock: Any = time.monotonic) -> None:
+        super().__init__(f"{log.name}.server")
+        self.parent = log
+        self._token, self._refused, self._clock = token, refused, clock
+        self._window, self._lines, self.unlogged = float("-inf"), 0, 0
+
+    def _log(self, level: int, msg: object, args: Any, exc_info: Any = None, extra: Any = None,
+             stack_info: bool = False, stacklevel: int = 1) -> None:
+        error = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1] if exc_info else None
+        self._refused["malformed"] += 1
+        now = self._clock()
+        if now - self._window >= 1.0:
+            self.say_unlogged()
+            self._window, self._lines = now, 0
+        if self._lines >= LOG_LINES_PER_SECOND:
+            self.unlogged += 1
+            return
+        self._lines += 1
+        text = str(msg) % args if args else str(msg)
+        if error is not None:
+            text = f"{text}: {type(error).__name__}: {_escaped(str(error))}"
+        if isinstance(error, HttpProcessingError):
+            level = logging.WARNING  # the sender's fault, not ours: aiohttp says ERROR
+        super()._log(level, "%s", (redact_text(text, (self._token,)),))
+
+    def say_unlogged(self) -> None:
+        if self.unlogged:
+            count, self.unlogged = self.unlogged, 0
+            super()._log(logging.WARNING, "%d more malformed requests not logged (at most %d lines a second)",
+                         (count, LOG_LINES_PER_SECOND))
+
+
+def _escaped(text: str) -> str:
+    """A short, printable prefix of `text` (one line: control bytes and newlines escaped)."""
+    cut = " ".join(text.split())[:LOG_PREFIX_CHARS]
+    shown = cut.encode("unicode_escape").decode("ascii")
+    return shown + ("…" if len(text) > LOG_PREFIX_CHARS else "")
 
 
 @dataclass
@@ -60,6 +114,7 @@ class BatchWebhookReceiver:
         self.received: deque[dict[str, str]] = deque(maxlen=32)  # the last accepted deliveries, summarised
         self.refused: Counter[str] = Counter()  # by reason, a fixed set of keys
         self._runner: web.AppRunner | None = None
+        self._server_log = _ServerLog(self._token, self.refused)
 
     @property
     def url(self) -> str:
@@ -86,7 +141,8 @@ class BatchWebhookReceiver:
     async def __aenter__(self) -> "BatchWebhookReceiver":
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post(PATH, self._receive)
-        self._runner = web.AppRunner(app, access_log=None)  # the access log would show the token
+        # No access log: it would show the token. aiohttp's errors go to a bounded log (`_ServerLog`).
+        self._runner = web.AppRunner(app, access_log=None, logger=self._server_log)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
@@ -96,6 +152,7 @@ class BatchWebhookReceiver:
     async def __aexit__(self, *exc: object) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
+        self._server_log.say_unlogged()
 
     async def _receive(self, request: web.Request) -> web.Response:
         given = request.query.get(TOKEN_PARAM, "")

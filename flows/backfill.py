@@ -260,7 +260,7 @@ def _run_flow(args: argparse.Namespace, datasets: list[str] | None, run_id: str,
             with target:
                 from .commands import start_prefect
 
-                start_prefect()
+                start_prefect(args.verbose)
                 signals.started = True
                 with bars or contextlib.nullcontext():
                     if bars:

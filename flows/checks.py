@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlsplit
 
+from fleet_data.tasks.control.faults import EnvironmentFault
 from fleet_data.tasks.settings import SettingsError
 
-from .exitcodes import BUG, BUSY, CANCELLED, PARTIAL, REFUSED, USAGE
+from .exitcodes import BUG, BUSY, CANCELLED, NO_SPACE, PARTIAL, REFUSED, STORE_LOST, USAGE
 
-KINDS = {USAGE: "usage", BUG: "bug", BUSY: "busy", REFUSED: "refused", PARTIAL: "partial", CANCELLED: "cancelled"}
+KINDS = {USAGE: "usage", BUG: "bug", BUSY: "busy", REFUSED: "refused", PARTIAL: "partial", CANCELLED: "cancelled",
+         NO_SPACE: "no_space", STORE_LOST: "store_lost"}
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
 
 
@@ -37,7 +39,8 @@ class CommandError(Exception):
 
 
 def usage_errors() -> tuple[type[Exception], ...]:
-    return (CommandError, SettingsError)  # flows/config.py's ConfigError is a SettingsError
+    # flows/config.py's ConfigError is a SettingsError; an EnvironmentFault is a path or file the user must fix
+    return (CommandError, SettingsError, EnvironmentFault)
 
 
 # --- per command ---------------------------------------------------------------------------------
@@ -57,6 +60,8 @@ def check_refresh(args: argparse.Namespace) -> None:
             validate_url(args.notify)
         except NotifyError as exc:
             raise CommandError(f"--notify: {exc}") from None
+    if args.dask and not args.dry_run:
+        dask_scheduler(args.dask)
     service(needs_calls=not args.dry_run)
 
 
@@ -112,6 +117,22 @@ def webhook_url(url: str) -> None:
                            "that reaches --webhook-listen (e.g. https://hooks.example.com/fleet)")
 
 
+def dask_scheduler(address: str, timeout: float = 10.0) -> None:
+    """`--dask`: a scheduler listens there (its workers are checked once Prefect is up: flows/fetchers.py)."""
+    parts = urlsplit(address)
+    try:
+        port = parts.port or 8786
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("tcp", "tls") or not parts.hostname or not 0 < port < 65536:
+        raise CommandError(f"--dask {address}: write the scheduler's address as tcp://HOST:PORT, e.g. tcp://10.0.0.5:8786")
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout).close()
+    except OSError as exc:
+        raise CommandError(f"--dask {address}: no Dask scheduler answers there ({exc.strerror or exc}); start one "
+                           "with `dask scheduler`, or fix the address") from None
+
+
 def webhook_listen(address: str) -> None:
     host, colon, port = address.rpartition(":")
     if not colon:
@@ -156,6 +177,20 @@ def run_paths(db: str, lake: str | None) -> None:
     writable_folder(database.resolve().parent / "staging", "the staging folder beside --db")
     if lake:
         writable_folder(Path(lake), "--lake")
+        writable_tree(Path(lake), "--lake")
+
+
+def writable_tree(root: Path, what: str, limit: int = 20_000) -> None:
+    """Every folder already under `root` writable: the lake's export rewrites partitions in them at the end
+    of a run, after the calls were paid for. `limit` bounds the walk (a lake has tens to hundreds of folders)."""
+    if not root.is_dir():
+        return
+    for seen, (folder, _, _) in enumerate(os.walk(root)):
+        if seen >= limit:
+            return
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise CommandError(f"{what} {root}: {folder} is not writable; fix its permissions (the run rewrites "
+                               "the lake's partitions there) or choose another --lake")
 
 
 def not_a_folder(db: str, flag: str) -> None:
@@ -205,9 +240,10 @@ def readable_file(path: str, what: str) -> None:
 def service(needs_calls: bool) -> None:
     """Settings that can work: a key where a call is needed, a base URL that is an http(s) URL."""
     from fleet_data.connectors import Settings
-    from fleet_data.tasks.settings import process_settings
+    from fleet_data.tasks.settings import deadline_settings, process_settings
 
     process_settings()  # FLEET_PUBLISH_SECONDS and the like: refused (naming the variable) before anything starts
+    deadline_settings()  # FLEET_NOTIFY_SECONDS and the like (docs/stopping.md)
     try:
         settings = Settings.from_env()
     except ValueError as exc:

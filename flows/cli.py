@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import difflib
 import json
 import logging
 import os
 import signal
 import sys
+import threading
+import time
 from typing import Any, NoReturn
 
 # No network here and no telemetry wanted anywhere Prefect runs.
@@ -16,9 +19,11 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
-from .exitcodes import BUG, USAGE
+from .exitcodes import BUG, NO_SPACE, STORE_LOST, USAGE
 
 BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer its reader left (`| head`)
+RUNS = ("refresh", "backfill")  # the commands that hold a run, and end at once once it is stopped
+AT_EXIT_SECONDS = 2.0  # what a stopped command gives threads still running and exit handlers, in all
 CONFIGURED = ("refresh", "backfill", "status", "serve")  # the commands whose options flows/config.py fills in
 
 
@@ -129,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = _main(arguments)
         sys.stdout.flush()  # here, not at exit: a reader that left is noticed where it can be handled
+        if argv is None and _command(arguments) in RUNS and _signalled():  # a run's own process, stopped by a signal
+            _end_now(code)
         return code
     except BrokenPipeError:
         # `fleet status | head -1`: the reader has what it wanted. No traceback, and no second error when
@@ -136,6 +143,43 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return BROKEN_PIPE
+
+
+def _command(arguments: list[str]) -> str | None:
+    return next((a for a in arguments if not a.startswith("-")), None)
+
+
+def _signalled() -> bool:
+    """Whether a stop signal was handled in this process (no signal handler was set if its module never loaded)."""
+    module = sys.modules.get("fleet_data.tasks.control.signals")
+    return bool(module and module.signalled())
+
+
+def _end_now(code: int) -> NoReturn:
+    """End a stopped command at once, its run recorded and published (docs/stopping.md).
+
+    Python's own exit would wait for Prefect to ship its logs (up to 5 s), then collect every object
+    Prefect made (5 s more on a loaded machine), after a SIGTERM that must end the command within 10.
+    So threads still running and the exit handlers (Prefect's log shipping, its temporary server's stop)
+    get `AT_EXIT_SECONDS` in all, and the process ends; the temporary server dies with it anyway
+    (flows/processes.py).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    finishing = threading.Thread(target=_finish_threads_and_exit_handlers, name="at-exit", daemon=True)
+    finishing.start()
+    finishing.join(AT_EXIT_SECONDS)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _finish_threads_and_exit_handlers() -> None:
+    deadline = time.monotonic() + AT_EXIT_SECONDS
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon and thread is not threading.main_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    atexit._run_exitfuncs()
 
 
 def _main(arguments: list[str]) -> int:
@@ -148,6 +192,8 @@ def _main(arguments: list[str]) -> int:
     if command == "sandbox":
         # The sandbox has its own options (--port, --fault-rate...): hand them over untouched.
         return _run_sandbox(argparse.Namespace(sandbox_args=arguments[arguments.index("sandbox") + 1:]))
+    from fleet_data.tasks.control.faults import as_fault
+
     from .checks import usage_errors
 
     as_json = "--json" in arguments
@@ -174,6 +220,15 @@ def _main(arguments: list[str]) -> int:
     except (KeyboardInterrupt, SystemExit, BrokenPipeError):
         raise
     except BaseException as exc:  # BaseException: a polars/pyo3 PanicException is not an Exception
+        machine = machine_fault(exc)  # a full disk, the store or lock gone: exit 6 or 7
+        if machine is not None:
+            _let_go(exc)
+            return _print_error(machine[1], machine[0], as_json)
+        fault = as_fault(exc)  # a path or file the user must fix (tasks/control/faults.py), not a bug
+        if fault is not None:
+            logging.getLogger("fleet").debug("the environment stopped %s", args.command, exc_info=exc)  # -v: where
+            _let_go(exc)
+            return _print_error(str(fault), USAGE, as_json)
         if args.verbose:
             raise  # -v: the full traceback, for a bug report
         text = " ".join(str(exc).split())
@@ -181,6 +236,31 @@ def _main(arguments: list[str]) -> int:
         return _print_error(f"{args.command} stopped on an unexpected {type(exc).__name__}: {text or 'no message'} "
                             "(this is a bug, not your input's fault; run again with -v to see the traceback)",
                             BUG, as_json)
+
+
+def _let_go(exc: BaseException | None) -> None:
+    """Free what the failed code's frames held (a DuckDB relation kept alive to the end makes DuckDB's
+    bindings print dozens of "leaked" lines at exit); Prefect keeps the exception in its states."""
+    import traceback
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__cause__ or exc.__context__
+
+
+def machine_fault(exc: BaseException) -> tuple[int, str] | None:
+    """A fault of the machine, not a bug: (exit code, one line) for a full disk or a store or lock gone; else None."""
+    from fleet_data.tasks.control.resources import STORE_LOST as LOST, ResourceLost, full_disk_error
+
+    if isinstance(exc, ResourceLost):
+        return (STORE_LOST if exc.kind == LOST else NO_SPACE), exc.reason
+    refused = full_disk_error(exc)
+    if refused is None:
+        return None
+    text = " ".join(str(refused).split())
+    return NO_SPACE, f"disk full: {text[:240]}; free some space and run again: nothing paid is bought twice"
 
 
 def _pipes_end_quietly() -> None:

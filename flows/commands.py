@@ -15,6 +15,7 @@ from .exitcodes import CANCELLED
 
 if TYPE_CHECKING:
     from fleet_data.tasks.control import progress
+    from fleet_data.tasks.control.resources import Watch
     from fleet_data.tasks.ingest.fleet_files import IngestResult
 
 from .locking import add_wait_flag, hold_or_refuse
@@ -59,7 +60,17 @@ def run_refresh(args: argparse.Namespace) -> int:
     if isinstance(session, int):
         return session
     with session:
+        _room_to_run(session.context.watch, options)
         return _refresh_holding_lock(args, options, run_id, fleet)
+
+
+def _room_to_run(watch: Watch, options: RefreshOptions) -> None:
+    """The disks the run writes have room before anything is called, or the command stops here (exit code 6)."""
+    from fleet_data.tasks.control.resources import ResourceLost
+
+    watch.place("lake", options.lake)
+    if watch.check() and watch.halted:
+        raise ResourceLost(watch.halted[1], watch.halted[0])
 
 
 def _preview(fleet: IngestResult, options: RefreshOptions, run_id: str) -> Any:
@@ -107,7 +118,11 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
                 return exit_code(idle)
             plan = preview.plan
             with service_settings():
-                start_prefect()
+                start_prefect(args.verbose)
+                if options.dask:  # its workers run this fleet-data and reach this Prefect: checked before any call
+                    from .fetchers import check_cluster_at
+
+                    check_cluster_at(options.dask, options.staging)
                 from .refresh import refresh_fleet  # imports Prefect: only once the files are known to be usable
 
                 signals.started = True
@@ -120,9 +135,17 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
         print(f"cancelled: {exc}", file=sys.stderr)
         return CANCELLED
     except (FleetFileError, DatabaseError, ValueError) as exc:
+        from fleet_data.tasks.control.resources import is_disk_full
+
+        if is_disk_full(exc):
+            raise  # the machine's fault, not the input's: flows/cli.py says so, with its own exit code
         raise CommandError(str(exc)) from None
     finally:
         progress.use(progress.Silent())
+    if summary.get("failure"):  # halted for its resources (a full disk, its store or lock gone): one line, its code
+        from fleet_data.tasks.control.resources import ResourceLost
+
+        raise ResourceLost(summary["message"], summary["failure"])
     report(summary, args.json)
     return exit_code(summary)
 
@@ -135,12 +158,14 @@ def _answer_without_calls(fleet: IngestResult, args: argparse.Namespace, options
     return answer_without_calls(current(run_id), fleet, args.paths, options)
 
 
-def start_prefect() -> None:
+def start_prefect(verbose: bool = False) -> None:
     """Start Prefect's temporary server (a child that dies with this command), saying so while it starts."""
     from prefect.settings import PREFECT_API_URL
 
     from .processes import start_prefect_server
+    from .quiet_faults import hide_fault_tracebacks
 
+    hide_fault_tracebacks(verbose)  # -v shows every traceback
     if PREFECT_API_URL.value():  # a server of its own: nothing to start
         start_prefect_server()
         return

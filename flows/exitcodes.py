@@ -1,17 +1,21 @@
 """What every `fleet` command's exit code means: one table, read by cron, Prefect and the README.
 
-Codes 3-5 are the run's outcome when it ended without a usage error; 75 is the lock's (flows/locking.py).
+Codes 3-7 are the run's outcome when it ended without a usage error; 75 is the lock's (flows/locking.py).
 """
 
 from __future__ import annotations
 
 COMPLETED = 0  # every planned VIN-dataset answered (found, no data, or not applicable); a dry run planned
 BUG = 1  # an unexpected error: a bug, not the input's fault (run again with -v)
-USAGE = 2  # bad arguments, files, paths or settings: refused before anything started, nothing written
+USAGE = 2  # bad arguments, files, paths or settings: refused before anything started, nothing written; also a
+# file or folder that went wrong under a run (damaged, moved away, unwritable: tasks/control/faults.py)
 PARTIAL = 3  # the run ended with pending or failed VIN-datasets (quota, a paused endpoint, faults): run again
 REFUSED = 4  # the key was refused (401/403) or the plan cost more than --max-units: nothing useful was called
-CANCELLED = 5  # SIGTERM/SIGINT: no new call started, what was fetched landed, the rest stays pending
-BUSY = 75  # EX_TEMPFAIL: another run holds the database (see --wait)
+CANCELLED = 5  # SIGTERM/SIGINT: no new call started, what was fetched lands (now or next run), the rest stays pending
+NO_SPACE = 6  # a disk the run writes (store, staging, lake) was full or nearly: it stopped calling, landed what it
+# had and ended `failed`, not published; free space and run again: nothing paid is bought twice
+STORE_LOST = 7  # the working store or the lock file was deleted or replaced during the run: stopped, not published
+BUSY = 75  # EX_TEMPFAIL: another run holds the database (see --wait), by our lock or by DuckDB's
 
 BY_STATUS = {"completed": COMPLETED, "planned": COMPLETED, "partial": PARTIAL, "refused": REFUSED,
              "cancelled": CANCELLED}

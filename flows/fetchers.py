@@ -9,9 +9,14 @@ process, which is the one writer of the database. A fetch task takes a slice of 
 returns where it staged the answers (`--staging`, else the run's local staging folder); the flow
 lands each file as it arrives (tasks/steps/refresh_tasks.py `land_staged_chunk`).
 
-The key and base URL reach workers through their environment, never as task parameters: the
-process pool copies this process's environment; a Dask cluster's workers need it set where they
-were started.
+What a fetch task needs reaches it from the flow, never from the worker's environment: the service's
+base URL and key, the staging area's endpoint and credentials, the retry window, in one task parameter
+(`FetchAccess`) whose secrets are `SecretStr` (Prefect and Dask show `**********`). A Dask worker reports
+its task runs to the flow's Prefect API: the flow's settings travel with each task (prefect-dask), and
+when the flow uses Prefect's temporary server, its address is put in them, so that no worker starts a
+server of its own. Before anything is called, the cluster is checked (`check_cluster`): it answers, has
+workers, each runs this fleet-data version and reaches that API and the staging bucket; else one line
+says what is wrong (`ClusterError`, exit code 2 in `fleet`).
 
 What is shared across processes and what is not: each worker process keeps its own stops
 (tasks/control/stops.py) and fetch turns (tasks/fetch/lanes.py). A refused key stops that process's calls at once;
@@ -25,7 +30,9 @@ running elsewhere finish their chunk, and their files are landed by the next run
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,9 +40,9 @@ from typing import Any
 from prefect.futures import PrefectFuture
 
 from fleet_data.tasks.control import progress
-from fleet_data.tasks.steps.refresh_tasks import fetch_staged_chunk, land_staged_chunk
+from fleet_data.tasks.steps.refresh_tasks import FetchAccess, fetch_staged_chunk, land_staged_chunk
 from fleet_data.tasks.plan.due import read_slice
-from fleet_data.tasks.staging.area import StagingArea
+from fleet_data.tasks.staging.area import StagingArea, is_remote, reach
 
 
 @dataclass
@@ -43,9 +50,11 @@ class Fetchers:
     staging: StagingArea
     workers: int | None = None
     dask: str | None = None
+    retry_window: float | None = None  # the run's (tasks/control/retry_window.py), wherever its chunks run
     pids: set[int] = field(default_factory=set)  # the processes that fetched (the summary's `fetched_in`)
     _stack: ExitStack = field(default_factory=ExitStack)
     _runner: Any = None
+    _access: FetchAccess | None = None
 
     @property
     def chunks_in_flight(self) -> int:
@@ -57,10 +66,20 @@ class Fetchers:
         return self.staging.run_id
 
     def __enter__(self) -> "Fetchers":
+        self._access = FetchAccess.of_this_process(self.staging.fetch_target(), self.retry_window)
         if self.dask:
             from prefect_dask import DaskTaskRunner
 
-            self._runner = self._stack.enter_context(DaskTaskRunner(address=self.dask))
+            try:
+                api_url = self._stack.enter_context(api_for_workers())
+                self._runner = self._stack.enter_context(DaskTaskRunner(address=self.dask))
+                check_cluster(self._runner.client, self.dask, api_url, self._access)  # the client connects here
+            except (OSError, TimeoutError) as exc:
+                self._stack.close()
+                raise ClusterError(unreachable(self.dask, exc)) from None
+            except BaseException:
+                self._stack.close()
+                raise
         elif self.workers:
             from prefect.task_runners import ProcessPoolTaskRunner
 
@@ -74,7 +93,7 @@ class Fetchers:
                budget: int | None) -> PrefectFuture:
         assert due_path is not None  # only a dataset with something due has chunks
         parameters = dict(run_id=self.run_id, dataset=dataset, rows=read_slice(due_path, offset, length), offset=offset,
-                          length=length, concurrency=concurrency, budget_left=budget, staging=self.staging.fetch_target())
+                          length=length, concurrency=concurrency, budget_left=budget, access=self._access)
         if self._runner is None:
             return fetch_staged_chunk.submit(**parameters)  # type: ignore[call-overload]
         return self._runner.submit(fetch_staged_chunk, parameters)
@@ -90,3 +109,87 @@ class Fetchers:
 def chunk_counts(staged: dict[str, Any]) -> dict[str, Any]:
     """A fetch task's counts, as the summary adds them up."""
     return {k: v for k, v in staged.items() if k not in ("staged", "pid")}
+
+
+class ClusterError(ValueError):
+    """The Dask cluster cannot fetch for this run; one line saying why and what to do."""
+
+
+@contextlib.contextmanager
+def api_for_workers() -> Iterator[str]:
+    """The flow's Prefect API, in the settings that travel with each task to a Dask worker.
+
+    With PREFECT_API_URL set, that one. Without, the flow runs on Prefect's temporary server, which a
+    worker's settings do not name: the worker would start one of its own (a server per worker process,
+    left running when the workers stop). So the temporary server's address is set for the block.
+    """
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    url = PREFECT_API_URL.value()
+    if url:
+        yield url
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()  # the one this process's Prefect client uses (flows/processes.py)
+    server.start()  # running already: nothing happens
+    with temporary_settings({PREFECT_API_URL: server.api_url}):
+        yield server.api_url
+
+
+def check_cluster(client: Any, address: str, api_url: str | None, access: FetchAccess | None = None) -> None:
+    """Refuse a cluster that cannot fetch, before anything is called: no workers, a worker without this
+    fleet-data, or one that cannot reach the flow's Prefect API or, with the flow's credentials, the
+    object storage it stages on (`access`). Raises ClusterError."""
+    from importlib.metadata import version
+
+    try:
+        answers = client.run(worker_check, api_url, access, on_error="return")
+    except Exception as exc:  # noqa: BLE001 - the scheduler went away or refused: say so in one line
+        raise ClusterError(f"--dask {address}: the cluster could not run a check ({type(exc).__name__}: {exc})") from None
+    if not answers:
+        raise ClusterError(f"--dask {address}: the cluster has no workers; start some with `dask worker {address}`")
+    ours = version("fleet-data")
+    for worker, answer in sorted(answers.items()):
+        if isinstance(answer, BaseException):
+            why = f"{type(answer).__name__}: {answer}"
+            raise ClusterError(f"--dask {address}: worker {worker} cannot fetch ({' '.join(why.split())[:200]}); "
+                               f"install the fleet-data wheel on every worker and check it reaches {api_url}"
+                               + (f" and {access.staging}" if access and is_remote(access.staging) else ""))
+        if answer != ours:
+            raise ClusterError(f"--dask {address}: worker {worker} runs fleet-data {answer}, this machine {ours}; "
+                               "install the same wheel on every worker")
+
+
+def worker_check(api_url: str | None, access: FetchAccess | None = None) -> str:
+    """Run on each Dask worker by `check_cluster`: its fleet-data version, once it has reached the Prefect API
+    and the staging area on object storage (listed with the flow's credentials)."""
+    from importlib.metadata import version
+
+    import httpx
+
+    if api_url:
+        try:
+            httpx.get(f"{api_url.rstrip('/')}/health", timeout=httpx.Timeout(10.0))
+        except httpx.TransportError as exc:
+            raise ConnectionError(f"cannot reach the flow's Prefect API at {api_url} ({exc})") from None
+    if access is not None and is_remote(access.staging):
+        reach(access.staging, access.storage)
+    return version("fleet-data")
+
+
+def check_cluster_at(address: str, staging: str | None = None) -> None:
+    """`check_cluster` from the command line, before the flow starts (its Prefect API already chosen)."""
+    from distributed import Client
+
+    access = FetchAccess.of_this_process(staging, None) if staging else None
+    try:
+        with api_for_workers() as api_url, Client(address, timeout="30s", set_as_default=False) as client:
+            check_cluster(client, address, api_url, access)
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(unreachable(address, exc)) from None
+
+
+def unreachable(address: str, exc: BaseException) -> str:
+    return (f"--dask {address}: no Dask scheduler answers there ({' '.join(str(exc).split())[:200]}); "
+            "start one with `dask scheduler`, or fix the address")

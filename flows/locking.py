@@ -17,7 +17,7 @@ def hold_or_refuse(db: str, run_id: str, command: str, wait: bool) -> "RunSessio
     """The held session; a CommandError (exit code 75 when another run holds `db`) when it cannot be taken."""
     from fleet_data.tasks.run.lock import EX_TEMPFAIL, RunLocked
     from fleet_data.tasks.run.context import hold_run
-    from fleet_data.tasks.store.database import DatabaseError
+    from fleet_data.tasks.store.database import DatabaseBusy, DatabaseError
 
     from .checks import CommandError
 
@@ -25,6 +25,10 @@ def hold_or_refuse(db: str, run_id: str, command: str, wait: bool) -> "RunSessio
         return hold_run(db, run_id, command, wait=wait)
     except RunLocked as exc:
         raise CommandError(str(exc), EX_TEMPFAIL) from None  # printed by flows.cli, as text or JSON
+    except DatabaseBusy as exc:
+        # Our lock was free but DuckDB's is not: a run whose lock file was deleted still holds the store.
+        raise CommandError(f"{db} is in use by another run (it holds the working store; its lock file was "
+                           f"deleted or replaced?); wait for it to finish, or run again later ({exc})", EX_TEMPFAIL) from None
     except DatabaseError as exc:
         raise CommandError(str(exc)) from None
 

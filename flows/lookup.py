@@ -131,7 +131,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .checks import service
+
     _, call = COMMANDS[args.endpoint]
+    # A base URL without a key is refused here, as refresh refuses it: not sent on to answer 401. A batch
+    # token stands in for the key on the batch reads it was issued for.
+    service(needs_calls=not getattr(args, "batch_token", None))
     with service_settings() as settings, VehicleDataClient(settings) as client:
         try:
             result = call(client, args)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .exitcodes import BUG, BY_STATUS, REFUSED
+from .exitcodes import BUG, BY_STATUS, NO_SPACE, REFUSED, STORE_LOST
+
+BY_FAILURE = {"no_space": NO_SPACE, "store_lost": STORE_LOST}  # a run halted for its resources (tasks/control/resources.py)
 
 # Refusals of the key itself (401 unknown or inactive, 403 blocked or not entitled): running again changes
 # nothing until someone fixes the key. A 402 or 429 clears with credits or a new month: that is partial.
@@ -13,6 +15,8 @@ KEY_REFUSALS = ("401", "403")
 
 def exit_code(summary: dict[str, Any]) -> int:
     status = summary.get("status")
+    if status == "failed":
+        return BY_FAILURE.get(str(summary.get("failure")), BUG)
     if status == "partial" and _key_refused_everywhere(summary):
         return REFUSED
     return BY_STATUS.get(str(status), BUG)

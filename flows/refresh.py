@@ -12,15 +12,16 @@ from collections import deque
 from typing import Any
 
 from prefect import flow
-from prefect.futures import as_completed
 
 from fleet_data.flows.fetchers import Fetchers, chunk_counts
+from fleet_data.flows.inflight import InFlight
 from fleet_data.flows.naming import as_flow_run, records_failure, run_name
 from fleet_data.flows.processes import die_with_parent_process
 
 from fleet_data.tasks.datasets import LiveNames, names
 from fleet_data.tasks.plan.due import Plan
 from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.control.resources import halted
 from fleet_data.tasks.control.stops import CANCELLED, for_run
 from fleet_data.tasks.run.context import current, holds_run_lock, new_run_id
 from fleet_data.tasks.control.signals import cancellable, cancelled
@@ -48,29 +49,49 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
     Two, so one chunk fetches while the flow lands the one before it (they take turns to call: see
     tasks/fetch/lanes.py, so `concurrency` still bounds the calls in flight per dataset); independent, so a
     dataset never waits for a slower one's chunk before starting its next. With `--workers N`, N + 1
-    (flows/fetchers.py). Staged files land here, in the flow's process, as they arrive.
+    (flows/fetchers.py). Staged files land here, in the flow's process, as they arrive; once the run is
+    stopped they stay journalled for the next run instead, and a chunk not back by the stop's deadline is
+    left (flows/inflight.py, docs/stopping.md).
     """
-    running: dict[Any, str] = {}
+    running: InFlight[tuple[str, int]] = InFlight(fetchers.run_id)
 
     def fill(dataset: str) -> None:
         counts, chunks = summary["datasets"][dataset], lanes[dataset]
-        while chunks and sum(d == dataset for d in running.values()) < fetchers.chunks_in_flight:
+        while chunks and sum(d == dataset for d, _ in running.tags()) < fetchers.chunks_in_flight:
             offset, length = chunks.popleft()
-            if counts["stop_reason"] or cancelled(fetchers.run_id):
-                counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
-                counts["stop_reason"] = counts["stop_reason"] or CANCELLED
+            if counts["stop_reason"] or _stopped(fetchers.run_id):
+                _leave_pending(counts, length, _stopped(fetchers.run_id) or CANCELLED)
                 continue
-            running[fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, concurrency, None)] = dataset
+            future = fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, concurrency, None)
+            running.add(future, (dataset, length))
 
     for dataset in lanes:
         fill(dataset)
     while running:
-        finished = next(as_completed(list(running)))
-        dataset = running.pop(finished)
-        staged = finished.result()
+        finished = running.next()
+        if finished is None:  # stopped, and the deadline passed: what is still out is left to the next run
+            for dataset, length in running.leave():
+                _leave_pending(summary["datasets"][dataset], length)
+            return
+        future, (dataset, _) = finished
+        staged = future.result()
         record_chunk(summary["datasets"][dataset], chunk_counts(staged))
         fill(dataset)  # the next chunk fetches while this one lands
-        fetchers.land(dataset, staged)
+        if not cancelled(fetchers.run_id):  # stopped: the answers stay journalled; the next run lands them
+            fetchers.land(dataset, staged)
+
+
+def _leave_pending(counts: dict[str, Any], length: int, reason: str = CANCELLED) -> None:
+    """A chunk not fetched (or not waited for): not failed, due again next run."""
+    counts["pending"] += length
+    counts["stop_reason"] = counts["stop_reason"] or reason
+
+
+def _stopped(run_id: str) -> str | None:
+    """Why no further chunk of any dataset starts: a stop signal, or the run halted for its resources
+    (a full disk, its store or lock gone: tasks/control/resources.py)."""
+    halt = halted(run_id)
+    return halt[1] if halt else CANCELLED if cancelled(run_id) else None
 
 
 @flow(name="fleet-refresh", flow_run_name=run_name, persist_result=False, log_prints=False)
@@ -95,9 +116,15 @@ def refresh_fleet(paths: list[str], options: RefreshOptions | None = None, run_i
 @records_failure  # a run that raises is recorded `failed`, not left `running`
 @cancellable  # inside the flow run, where Prefect has put its own SIGTERM handler: ours comes after
 def _refresh(paths: list[str], options: RefreshOptions, run_id: str) -> dict[str, Any]:
-    # This process's calls; worker processes read FLEET_RETRY_WINDOW (flows/commands.py exports it).
+    # This process's calls; fetch tasks elsewhere get it from the flow (flows/fetchers.py, FetchAccess).
     for_run(run_id).window.seconds = options.retry_window
-    staging_area = current(run_id).use_staging(options.staging)  # the run's store and staging area (tasks/run/context.py)
+    staging_area = current(run_id).use_staging(options.staging, options.lake)  # the run's store and staging area (tasks/run/context.py)
+    # Where fetch tasks run (flows/fetchers.py); a Dask cluster that cannot fetch is refused here, before any call.
+    with Fetchers(staging_area, workers=options.workers, dask=options.dask, retry_window=options.retry_window) as fetchers:
+        return _refresh_with(paths, options, run_id, fetchers)
+
+
+def _refresh_with(paths: list[str], options: RefreshOptions, run_id: str, fetchers: Fetchers) -> dict[str, Any]:
     parameters = options.run_parameters()  # read by the landing's change detection (sql/changes/); never the notify URL
     ingest = ingest_fleet(paths, run_id, options.vin_column, parameters, options.plates)
     plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None))
@@ -122,8 +149,7 @@ def _refresh(paths: list[str], options: RefreshOptions, run_id: str) -> dict[str
             plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None))
             replan(summary, plan)
     batch, budget = _start_recalls(plan, options, run_id, summary, budget)
-    with Fetchers(staging_area, workers=options.workers, dask=options.dask) as fetchers:  # see flows/fetchers.py
-        budget = _fetch(plan, options, summary, fetchers, budget)
+    budget = _fetch(plan, options, summary, fetchers, budget)
     if fetchers.pids - {os.getpid()}:
         summary["fetched_in"] = sorted(fetchers.pids)  # the worker processes that fetched (--workers, --dask)
     if batch is not None:
@@ -165,22 +191,35 @@ def _fetch(plan: Plan, options: RefreshOptions, summary: dict[str, Any], fetcher
                 continue
             offset, length = chunks.popleft()
             counts = summary["datasets"][dataset]
-            if counts["stop_reason"] or cancelled(fetchers.run_id):
-                counts["pending"] += length  # the endpoint is stopped: not failed, due again next run
-                counts["stop_reason"] = counts["stop_reason"] or CANCELLED
+            if counts["stop_reason"] or _stopped(fetchers.run_id):
+                _leave_pending(counts, length, _stopped(fetchers.run_id) or CANCELLED)
                 continue
-            staged = fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, options.concurrency,
-                                     budget).result()
+            waiting: InFlight[str] = InFlight(fetchers.run_id)
+            waiting.add(fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, options.concurrency,
+                                        budget), dataset)
+            finished = waiting.next()
+            if finished is None:  # stopped, and the chunk not back by the stop's deadline
+                _leave_pending(counts, length)
+                continue
+            staged = finished[0].result()
             budget = budget_left(budget, record_chunk(counts, chunk_counts(staged)))
-            fetchers.land(dataset, staged)
+            if not cancelled(fetchers.run_id):  # stopped: the answers stay journalled; the next run lands them
+                fetchers.land(dataset, staged)
     return budget
 
 
 def _finish_recalls(batch: Any, options: RefreshOptions, run_id: str, summary: dict[str, Any],
                     budget: int | None) -> None:
+    waiting: InFlight[str] = InFlight(run_id)
+    waiting.add(batch, "recalls")
+    if waiting.next() is None:  # stopped, and the batch task not back by the stop's deadline
+        _leave_pending(summary["datasets"]["recalls"], summary["datasets"]["recalls"]["planned"])
+        return  # the batch stays in the ledger: the next run polls it again, never resubmits it
     checked = batch.result()
     if options.max_units is None:
         budget = record_batch(summary, checked, budget)
+    if cancelled(run_id) and not checked.get("details"):
+        return  # stopped: campaign details are due again next run, from the recalls landed
     # Campaign details by model group VINs by the specs landed above, so they come last.
     outcome = checked.get("details") or recall_details(run_id, budget, options.concurrency, options.recall_details)
     summary["recall_details"] = outcome

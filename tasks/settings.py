@@ -43,6 +43,8 @@ DEFAULT_LAKE = "data/lake"
 DEFAULT_VALUE_MOVE = 10.0  # percent: a valuation that moved more than this from the vehicle's previous one
 DEFAULT_RETRY_WINDOW = 180.0  # seconds: a faulted run ends within its fault-free time + 3 minutes
 DEFAULT_PUBLISH_SECONDS = 120.0
+DEFAULT_MIN_FREE_MB = 64.0  # headroom a run keeps on every disk it writes (tasks/control/resources.py)
+DEFAULT_RESERVE_MB = 8.0  # set aside at the start, given back on a full disk so paid answers still reach the disk
 MAX_BATCH_VINS = 10_000  # the spec's limit per recalls batch
 ENV_PREFIX = "FLEET_"
 FILE_NAME = "fleet.toml"
@@ -313,6 +315,8 @@ def flag_name(name: str) -> str:
 
 def check(name: str, value: Any, where: str) -> Any:
     """One option's value, checked by the model's own grammar; a `SettingsError` naming `where` if it cannot be used."""
+    if isinstance(value, str) and "\x00" in value:  # TOML's "\u0000": no path, URL or name can hold one
+        raise SettingsError(f"{where}: holds a NUL character (\\u0000); remove it")
     try:
         validated = RefreshOptions.__pydantic_validator__.validate_assignment(
             RefreshOptions.model_construct(), name, value)
@@ -357,6 +361,9 @@ def _read(path: Path) -> dict[str, Any]:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"{path}: not valid TOML ({exc}); fix the file") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8: a file saved as Latin-1 or UTF-16, or binary
+        raise SettingsError(f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start:exc.start + 1]!r}); "
+                            "save it as UTF-8") from None
     except OSError as exc:
         raise SettingsError(f"{path}: unreadable ({exc.strerror or exc})") from None
 
@@ -492,10 +499,40 @@ class ProcessSettings(BaseSettings):
     retry_window: Annotated[float | None, BeforeValidator(duration), Field(
         description="also the retry window of runs in this process: a worker process of `--workers` inherits "
                     "its run's (seconds, or with s, m or h; off: no bound)")] = DEFAULT_RETRY_WINDOW
+    min_free_mb: Annotated[float, BeforeValidator(lambda v: number(v, least=0, example="64")), Field(
+        description="megabytes a run keeps free on each disk it writes (working store, staging, lake): checked "
+                    "before each chunk and before publishing; below it the run stops calling and ends failed "
+                    "(exit code 6)")] = DEFAULT_MIN_FREE_MB
+    reserve_mb: Annotated[float, BeforeValidator(lambda v: number(v, least=0, example="8")), Field(
+        description="megabytes set aside beside the working store while a run runs, freed the moment a write "
+                    "finds the disk full, so the answers already paid for still reach the disk")] = DEFAULT_RESERVE_MB
     failpoint: Annotated[str, Field(description="crash tests only: NAME[:N] freezes the Nth pass of "
                                                 "failpoint(NAME) (tasks/control/failpoints.py)")] = ""
     failpoint_marker: Annotated[str | None, Field(description="crash tests only: the file written when a "
                                                               "failpoint freezes")] = None
+
+
+class DeadlineSettings(BaseSettings):
+    """How long the waits at a run's edges may last (docs/stopping.md); `FLEET_*`, read at each use."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore", env_ignore_empty=True)
+
+    notify_attempt_seconds: Annotated[float, BeforeValidator(lambda v: number(v, above=0, example="15")), Field(
+        description="`--notify`: one post attempt as a whole (connect, send, the answer's last byte)")] = 15.0
+    notify_seconds: Annotated[float, BeforeValidator(lambda v: number(v, above=0, example="45")), Field(
+        description="`--notify`: every attempt and the waits between them; the run then ends, reporting "
+                    "the notification not sent")] = 45.0
+    stop_seconds: Annotated[float, BeforeValidator(lambda v: number(v, least=0, example="3")), Field(
+        description="after SIGTERM/SIGINT, how long the run waits for its chunks in flight to hand back their "
+                    "counts; what is still out then is left pending (its answers land next run)")] = 3.0
+
+
+def deadline_settings() -> DeadlineSettings:
+    try:
+        return DeadlineSettings()
+    except ValidationError as exc:
+        name = env_name(str(exc.errors()[0]["loc"][0]))
+        raise SettingsError(f"{name}: {_reason(exc)}") from None
 
 
 def process_settings() -> ProcessSettings:
@@ -522,12 +559,13 @@ class FleetSettings:
     service: ServiceSettings
     options: dict[str, Any]
     process: ProcessSettings
+    deadlines: DeadlineSettings
 
 
 def load_settings(command: str = "refresh", flags: Mapping[str, Any] | None = None) -> FleetSettings:
     """Everything a command reads, checked at once: a value that cannot work is refused before anything starts."""
     return FleetSettings(service=service_settings(), options=resolve(command, flags or {}),
-                         process=process_settings())
+                         process=process_settings(), deadlines=deadline_settings())
 
 
 @contextlib.contextmanager
@@ -590,7 +628,7 @@ def environment_table() -> str:
     from fleet_data.connectors.config import ServiceSettings
 
     rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
-    for prefix, model in (("VDS_", ServiceSettings), (ENV_PREFIX, ProcessSettings)):
+    for prefix, model in (("VDS_", ServiceSettings), (ENV_PREFIX, ProcessSettings), (ENV_PREFIX, DeadlineSettings)):
         for name, info in model.model_fields.items():
             default = info.get_default(call_default_factory=True)
             shown = "" if default in (None, "") else f"`{default_text(default)}`"

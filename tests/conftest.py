@@ -8,6 +8,10 @@ import tempfile
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+# A test's Prefect server (SQLite) answers 503 while its database is locked; at load 25-36 (the suite beside
+# other work) a child refresh once exhausted Prefect's 5 client retries (2+4+8+16+32 s) creating its flow run.
+# Two more retries (+64, +128 s) are what a loaded box needs; the tests assert nothing about Prefect's uptime.
+os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "7")
 # A developer's real key must never reach tests: they talk to the sandbox or a mock.
 os.environ.pop("VDS_API_KEY", None)
 os.environ.pop("VDS_BASE_URL", None)

@@ -1,9 +1,11 @@
-"""SIGTERM and SIGINT cancel the run: no new call starts, what was fetched lands, the rest stays pending.
+"""SIGTERM and SIGINT cancel the run: no new call starts, the run ends within seconds, the rest stays pending.
 
 Cron's `timeout`, Ctrl-C, a Prefect cancellation and a container stop all send one of them. The first
 cancels the run (a stop of the key with the reason `cancelled`, tasks/control/stops.py): every fetch loop ends at
-its next check, every wait within a fraction of a second, the chunks land what they received and the
-run is recorded `cancelled`. A second signal ends the process at once, as the signal means by default
+its next check, every wait within a fraction of a second (a `--notify` post too), the chunks hand back
+their counts, what they received stays journalled for the next run to land (no landing, lake or report
+after a stop: docs/stopping.md says why), the run is recorded `cancelled`, and the `fleet` command
+exits at once (flows/cli.py). A second signal ends the process at once, as the signal means by default
 (what a kill leaves, the next run lands: tasks/staging/journal.py).
 
 `cancel_on_signals(run_id)` holds the handler for a block. The `fleet` command holds it from the moment
@@ -30,6 +32,7 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT)
 T = TypeVar("T")
 _received: dict[str, int] = {}  # run id -> stop signals received in this process
 _holding: dict[str, int] = {}  # run id -> `cancel_on_signals` blocks open for it (they nest)
+_signalled = False  # a stop signal was handled in this process (never reset: the process is ending)
 
 
 class RunCancelled(BaseException):
@@ -65,6 +68,8 @@ def cancel_on_signals(run_id: str, *, started: bool = True) -> Iterator[Handling
         return
 
     def handle(signum: int, frame: Any) -> None:
+        global _signalled
+        _signalled = True
         _received[run_id] = _received.get(run_id, 0) + 1
         name = signal.Signals(signum).name
         if _received[run_id] > 1:
@@ -72,8 +77,8 @@ def cancel_on_signals(run_id: str, *, started: bool = True) -> Iterator[Handling
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        _say(f"{name}: stopping. No new call starts; what was fetched lands; the rest stays pending for the "
-             f"next run. Send it again to stop at once.")
+        _say(f"{name}: stopping within seconds. No new call starts; what was fetched lands in the next run; the "
+             f"rest stays pending. Send it again to stop at once.")
         # From a thread: the main thread may hold the stops' lock at the moment the signal arrived.
         threading.Thread(target=stops.cancel_run, args=(run_id,), name="cancel-run", daemon=True).start()
         if not handling.started:
@@ -104,6 +109,11 @@ def cancellable(fn: Callable[..., T]) -> Callable[..., T]:
             return fn(*args, **kwargs)
 
     return run
+
+
+def signalled() -> bool:
+    """Whether a stop signal was handled in this process, for any run: the command then ends at once (flows/cli.py)."""
+    return _signalled
 
 
 def cancelled(run_id: str) -> bool:

@@ -140,9 +140,13 @@ class Stops:
 
     def cancel(self) -> None:
         """Stop every call of the run: no new call starts, waits end (the run was asked to stop)."""
+        self.cancelled = True
+        self.halt(CANCELLED)
+
+    def halt(self, reason: str) -> None:
+        """Stop every call of the run for `reason` (a signal, a full disk, a vanished store): as `cancel`."""
         with self._lock:
-            self.cancelled = True
-            self._stopped.setdefault(KEY, CANCELLED)
+            self._stopped.setdefault(KEY, reason)
             waiters, self._waiters = self._waiters, []
         _wake(waiters)
 

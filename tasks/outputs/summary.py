@@ -101,7 +101,7 @@ def final_status(summary: dict[str, Any], cancelled: bool = False) -> None:
     summary["status"] = "cancelled" if cancelled else "partial" if unfinished else "completed"
     if cancelled:
         left = sum(c.get("pending") or 0 for c in [*summary["datasets"].values(), details])
-        summary["message"] = (f"cancelled by a stop signal: no call started after it, what was fetched landed; "
+        summary["message"] = (f"cancelled by a stop signal: no call started after it; answers not landed yet land in the next run; "
                               f"{left} VIN-datasets left pending for the next run")
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import threading
 import time
@@ -27,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, ParamSpec, TypeVar
 
-from fleet_data.tasks.control import progress
+from fleet_data.tasks.control import progress, resources
 from fleet_data.tasks.run import lock as runlock
 from fleet_data.tasks.run.progressfile import ProgressFile, Tee, progress_path
 from fleet_data.tasks.settings import option_argument, process_settings
@@ -35,6 +36,7 @@ from fleet_data.tasks.staging.area import StagingArea
 from fleet_data.tasks.store import published
 from fleet_data.tasks.store.database import Database, open_database
 from fleet_data.tasks.store.files import new_run_id as new_run_id
+from fleet_data.tasks.store.files import publishing_path, working_path
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -56,11 +58,24 @@ class RunContext:
         self.store: Database = open_database(db)  # the run's one connection: every stage lands through it
         self.last_publish = time.monotonic()
         self._publishing = threading.Lock()
+        self.watch = _watch(db, run_id, self.staging)
+        self.store.full_disk = self.watch.write_failed  # a write refused for space halts the run, then is tried again
 
-    def use_staging(self, remote: str | None) -> StagingArea:
-        """Stage fetched answers on object storage (`--staging s3://...`) instead of beside the database."""
+    def use_staging(self, remote: str | None, lake: str | None = None) -> StagingArea:
+        """Stage fetched answers on object storage (`--staging s3://...`) instead of beside the database;
+        `lake`: the run writes there too, so its disk is watched as well."""
         self.staging = StagingArea.beside(self.db, self.run_id, remote=remote)
+        self.watch.place("staging", self.staging.root)
+        self.watch.place("lake", lake)
         return self.staging
+
+    def may_publish(self) -> bool:
+        """Whether a publish can go ahead: the store and lock are the run's own, and its disk has room for the copy."""
+        try:
+            needed = os.stat(self.store.path).st_size
+        except OSError:
+            needed = 0
+        return self.watch.check(needed) is None
 
     def due(self) -> bool:
         return time.monotonic() - self.last_publish >= self.publish_seconds
@@ -71,7 +86,15 @@ class RunContext:
         try:
             if only_if_due and not self.due():
                 return False
-            at = published.publish(self.store, self.db)
+            if not self.may_publish():
+                return False  # the run is halted (tasks/control/resources.py): it ends failed, saying why
+            try:
+                at = published.publish(self.store, self.db)
+            except OSError as exc:
+                publishing_path(self.db).unlink(missing_ok=True)  # a cut copy helps nobody and fills the disk
+                if not self.watch.write_failed(exc):
+                    raise
+                return False
             self.last_publish = time.monotonic()
             if at is None:
                 return False  # held open for writing elsewhere: publish said so, the next one tries again
@@ -88,7 +111,22 @@ class RunContext:
         self.progress.phase(name)
 
     def close(self) -> None:
+        self.watch.give_back()
+        self.store.full_disk = None
         self.store.close()
+        self.watch.close()  # after the store: its descriptor of the store must not drop DuckDB's lock
+
+
+def _watch(db: str, run_id: str, staging: StagingArea) -> resources.Watch:
+    """The run's resources (tasks/control/resources.py): its disks, its store and lock, its reserve."""
+    settings = process_settings()
+    watch = resources.watch(run_id, settings.min_free_mb)
+    watch.place("working store", working_path(db))
+    watch.place("staging", staging.root)
+    watch.keep(working_path(db))
+    watch.keep(runlock.lock_path(db))
+    watch.set_aside(Path(str(db) + ".reserve"), int(settings.reserve_mb * resources.MB))
+    return watch
 
 
 _contexts: dict[str, RunContext] = {}  # by database (resolved path) and by run id
@@ -121,22 +159,37 @@ class RunSession:
     def __enter__(self) -> "RunSession":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         if not self.outermost:
             if self.alias is not None:
                 _contexts.pop(self.alias, None)
+                resources.forget(self.alias)
             runlock.release(self.db)
             return
         context = self.context
         try:
             context.phase("publishing")
-            context.publish()  # every run ends published, whatever its status
+            halted = context.watch.halted
+            context.publish()  # every run ends published, whatever its status, unless halted (resources.py)
+            if kind is None and context.watch.halted and not halted:
+                _unpublished(context)  # the disk filled while the last publish copied
         finally:
             _contexts.pop(_key(self.db), None)
             _contexts.pop(context.run_id, None)
+            resources.forget(context.run_id)
             context.close()
             context.progress.remove()
             runlock.release(self.db)
+
+
+def _unpublished(context: RunContext) -> None:
+    """The run ended, but its last publish failed for want of space: recorded `failed` after all, and said so."""
+    kind, reason = context.watch.halted or (resources.NO_SPACE, "")
+    try:
+        context.store.finish_run(context.run_id, "failed", message=reason)
+    except Exception:  # noqa: BLE001 - the disk may refuse even that: the next run marks it interrupted
+        pass
+    raise resources.ResourceLost(reason, kind)
 
 
 def publish_seconds_setting() -> float:
@@ -159,6 +212,7 @@ def hold_run(db: str | Path, run_id: str, command: str, *, wait: bool = False,
         held = _contexts[_key(db)]
         alias = run_id if run_id not in _contexts else None  # a flow given its own id under a command's hold
         _contexts.setdefault(run_id, held)
+        resources.alias(run_id, held.watch)
         return RunSession(db, held, False, alias)
     context: RunContext | None = None
     try:

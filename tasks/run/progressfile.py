@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from fleet_data.tasks.control.resources import is_disk_full
 from fleet_data.tasks.run import lock as runlock
 
 WRITE_EVERY = 0.5  # seconds between rewrites while counts move; phases and publishes are written at once
@@ -49,8 +50,14 @@ class ProgressFile:
             self._written = time.monotonic()
             self.state["updated"] = _now()
             temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(self.state, default=str), encoding="utf-8")
-            os.replace(temporary, self.path)
+            try:
+                temporary.write_text(json.dumps(self.state, default=str), encoding="utf-8")
+                os.replace(temporary, self.path)
+            except OSError as exc:
+                temporary.unlink(missing_ok=True)
+                if not is_disk_full(exc):
+                    raise
+                # A full disk: the run halts on its own writes (tasks/control/resources.py); this file only informs.
 
     def phase(self, phase: str) -> None:
         with self._lock:

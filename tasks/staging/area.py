@@ -3,9 +3,11 @@
 A fetch task writes its chunk's answers to a local journal (tasks/staging/journal.py) and, when the run
 stages on object storage (`--staging s3://bucket/prefix`), puts the finished file there and removes
 the local one. The flow's lander, the one writer, reads each file back (downloading it first when
-it is remote), lands it, and deletes it. Remote paths go through fsspec (s3fs for `s3://`); the
-endpoint and credentials come from the environment (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`...),
-never from task parameters.
+it is remote), lands it, and deletes it. Remote paths go through fsspec (s3fs for `s3://`). The flow's
+process finds the endpoint and credentials as any AWS client does (`AWS_*` variables, `~/.aws`, an
+instance role); fetch tasks in other processes or on a Dask cluster get the flow's, resolved once
+(`storage_access`), as a task parameter whose secrets are `SecretStr` (shown `**********` in Prefect and
+logs): a worker needs no `AWS_*` of its own.
 
 A staged file left on object storage by a killed run (or one whose landing failed) is landed by the
 next run given the same `--staging`, as local journals are (tasks/land/recover.py `land_journals`): under
@@ -22,15 +24,61 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from pydantic import BaseModel, ConfigDict, SecretStr
+
 
 def is_remote(location: str | None) -> bool:
     return bool(location) and "://" in str(location) and not str(location).startswith("file://")
 
 
-def _fs(url: str) -> Any:
+class StorageAccess(BaseModel):
+    """How a fetch task elsewhere reaches the object storage: the flow's endpoint and credentials."""
+
+    model_config = ConfigDict(frozen=True)
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    key: SecretStr | None = None
+    secret: SecretStr | None = None
+    token: SecretStr | None = None
+
+    def storage_options(self) -> dict[str, Any]:
+        """s3fs's keyword arguments; what is None is left to the worker's own defaults."""
+        options: dict[str, Any] = {name: getattr(self, name).get_secret_value()
+                                   for name in ("key", "secret", "token") if getattr(self, name) is not None}
+        if self.endpoint_url:
+            options["endpoint_url"] = self.endpoint_url
+        if self.region:
+            options["client_kwargs"] = {"region_name": self.region}
+        return options
+
+
+def storage_access(url: str | None) -> StorageAccess | None:
+    """The flow's own endpoint and credentials for `url`, resolved by botocore as s3fs would resolve them here
+    (None for a local folder or another scheme: fsspec then reads its own configuration)."""
+    if not url or not str(url).startswith("s3://"):
+        return None
+    import botocore.session  # type: ignore[import-untyped]  # s3fs's dependency
+
+    session = botocore.session.Session()
+    try:
+        client = session.create_client("s3")
+        endpoint, region = client.meta.endpoint_url, client.meta.region_name
+    except Exception:  # noqa: BLE001 - no region configured: the workers' defaults decide
+        endpoint, region = None, None
+    if endpoint and ".amazonaws.com" in endpoint:
+        endpoint = None  # AWS itself: the region says which
+    credentials = session.get_credentials()
+    frozen = credentials.get_frozen_credentials() if credentials is not None else None
+    secret = lambda value: SecretStr(value) if value else None  # noqa: E731
+    return StorageAccess(endpoint_url=endpoint, region=region, key=secret(frozen and frozen.access_key),
+                         secret=secret(frozen and frozen.secret_key), token=secret(frozen and frozen.token))
+
+
+def _fs(url: str, access: StorageAccess | None = None) -> Any:
     import fsspec  # type: ignore[import-untyped]  # only runs that stage remotely need it
 
-    fs, _ = fsspec.core.url_to_fs(url)
+    fs, _ = fsspec.core.url_to_fs(url, **(access.storage_options() if access else {}))
     return fs
 
 
@@ -48,13 +96,14 @@ def scratch_root() -> Path:
     return Path(tempfile.gettempdir(), "fleet-staging")
 
 
-def publish(local: Path, staging: str | None, run_id: str) -> str:
-    """Where the lander finds the finished journal `local`: itself, or its copy on object storage."""
+def publish(local: Path, staging: str | None, run_id: str, access: StorageAccess | None = None) -> str:
+    """Where the lander finds the finished journal `local`: itself, or its copy on object storage (reached
+    with `access` when given, the flow's, else this process's own configuration)."""
     if not is_remote(staging):
         return str(local)
     assert staging is not None
     target = f"{run_prefix(staging, run_id)}/{local.name}"
-    _fs(target).put_file(str(local), target)
+    _fs(target, access).put_file(str(local), target)
     local.unlink(missing_ok=True)
     return target
 
@@ -72,6 +121,16 @@ def opened(location: str) -> Iterator[Path]:
         yield local
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def reach(staging: str, access: StorageAccess | None = None) -> None:
+    """List the staging prefix (a missing one is fine): raises what stops a fetch task from staging there
+    (no credentials, refused ones, no such bucket, no answer)."""
+    fs = _fs(staging, access)
+    try:
+        fs.ls(staging.rstrip("/"), refresh=True)
+    except FileNotFoundError:
+        fs.ls(staging.split("://", 1)[1].split("/", 1)[0], refresh=True)  # the prefix is new: its bucket must exist
 
 
 def exists(location: str) -> bool:

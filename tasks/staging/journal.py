@@ -54,6 +54,7 @@ from fleet_data.connectors.redact import REDACTED
 from fleet_data.tasks.staging.area import JOURNAL_SUFFIX
 from fleet_data.tasks.datasets import DATASETS
 from fleet_data.tasks.staging.chunk import ChunkResult
+from fleet_data.tasks.control import resources
 from fleet_data.tasks.control.failpoints import failpoint
 
 FORMAT = "fleet-answers/2"
@@ -118,6 +119,8 @@ class AnswerJournal:
         self._secrets = tuple(s for s in secrets if s)
         # Unbuffered, appended: a record written is in the OS's hands, so it survives the process being killed.
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        self._size = 0  # bytes on disk, every record whole
+        self._held = bytearray()  # records a full disk refused, written again with the next one
         head = orjson.dumps({"format": FORMAT, "run_id": run_id, "dataset": dataset})
         self._write(_MAGIC + _frame(_HEAD, head))
 
@@ -174,17 +177,53 @@ class AnswerJournal:
         self.rows += 1
         failpoint("journal_flushed")  # crash tests: an answer is on disk, the chunk not done
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes, last: bool = False) -> None:
+        """Append `data` (whole records) to the file. A disk found full halts the run and frees its reserve
+        (tasks/control/resources.py), then the write is made again; should it fail still, the records stay in
+        memory for the next write, and the journal's close raises."""
         if self._fd is None:
             raise ValueError(f"{self.path.name}: the journal is closed")
-        view = memoryview(data)
-        while view:  # a regular file takes it whole; a short write (a signal) goes on where it stopped
-            view = view[os.write(self._fd, view):]
+        self._held += data
+        try:
+            self._put()
+        except OSError as exc:
+            if not resources.write_failed(self.run_id, exc):
+                raise
+            try:
+                self._put()
+            except OSError as again:
+                if last:
+                    raise resources.ResourceLost(f"{self.path.name}: answers paid for could not be written "
+                                                 f"({again.strerror}); free some space") from again
+
+    def _put(self) -> None:
+        assert self._fd is not None
+        view = memoryview(self._held)
+        done = 0
+        try:
+            while done < len(view):  # a regular file takes it whole; a short write goes on where it stopped
+                done += os.write(self._fd, view[done:])
+        except OSError:
+            os.ftruncate(self._fd, self._size)  # no torn record: the file ends at its last whole one
+            raise
+        finally:
+            view.release()
+        self._size += done
+        self._held.clear()
+
+    def flush(self) -> None:
+        """Every record goes to the OS as it is written; this writes again what a full disk refused, if any."""
+        if self._held and self._fd is not None:
+            self._write(b"")
 
     def close(self) -> None:
         if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+            try:
+                if self._held:
+                    self._write(b"", last=True)
+            finally:
+                os.close(self._fd)
+                self._fd = None
 
     def delete(self) -> None:
         """The chunk has landed: its journal is no longer needed."""

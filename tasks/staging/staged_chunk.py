@@ -54,8 +54,12 @@ def write(path: Path, staged: StagedTables) -> Path:
                                    pa.array(blobs, pa.large_binary())],
                                   schema=_BUNDLE.with_metadata({"format": FORMAT, "dataset": staged.dataset}))
     partial = path.with_name(path.name + ".partial")
-    with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, bundle.schema) as writer:
-        writer.write_table(bundle)
+    try:
+        with pa.OSFile(str(partial), "wb") as sink, pa.ipc.new_file(sink, bundle.schema) as writer:
+            writer.write_table(bundle)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a full disk, say: a cut file only takes room
+        raise
     os.replace(partial, path)
     return path
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from fleet_data.tasks.control import stops
+from fleet_data.tasks.control import resources, stops
 from fleet_data.tasks.control.failpoints import failpoint
 from fleet_data.tasks.fetch.lanes import forget_run
 from fleet_data.tasks.ingest.plates import settle_at_ingest
@@ -77,6 +77,9 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
         rows.append({"dataset": "recall_details", "planned": details["due"], "found": details["by_model"] + details["by_vin"],
                      **{k: details.get(k) for k in ("failed", "pending", "calls", "units", "stop_reason")}})
     run.phase("finishing")
+    if not run.may_publish():  # halted (a full disk, a store or lock gone): it ends failed, saying why
+        kind, reason = run.watch.halted or (resources.NO_SPACE, "")
+        summary.update(status="failed", message=reason, failure=kind)
     db = run.store
     if rows:
         db.land("run_datasets", pl.DataFrame(rows, schema={"dataset": pl.String, **RUN_DATASET_COLUMNS}), run_id)
@@ -85,7 +88,10 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
     if kept := run.staging.quarantined():  # damaged journals of any run, until a person deals with them
         summary["quarantined_journals"], summary["quarantine_folder"] = len(kept), str(run.staging.quarantine_dir)
     summary = lead_with_changes(summary, run_changes(db, run_id))  # recorded as its answers landed
-    done = summary["status"] not in ("planned", "refused")
+    # A stopped run writes no lake and no report: the next run's export and report catch up with the
+    # store (the lake compares fingerprints), and a stop must end in seconds (docs/stopping.md).
+    # A failed run (a full disk, its store gone) was not published: no lake or report from it either.
+    done = summary["status"] not in ("planned", "refused", "cancelled", "failed")
     if lake and done:
         db.export_parquet(lake)
     report = write_run_report(db, run.db, lake) if done else (None, None)

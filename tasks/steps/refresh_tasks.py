@@ -2,8 +2,10 @@
 
 The work itself lives in the stages' modules (ingest, plan, fetch, land, outputs); these
 wrappers take the run id and find the run's context (tasks/run/context.py: its one store
-connection, its staging area, its publishing), read the service settings from the environment
-(never from parameters, so the key is not recorded in Prefect), and report progress.
+connection, its staging area, its publishing) and report progress. Tasks of the flow's process read
+the service settings from the environment; a fetch task, which may run in another process or on a
+Dask worker, gets the flow's (`FetchAccess`), its secrets as `SecretStr`, redacted wherever Prefect,
+Dask or a log shows them.
 """
 
 from __future__ import annotations
@@ -21,16 +23,18 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NONE, CachePolicy
 from prefect.exceptions import MissingContextError
 from prefect.runtime import flow_run
+from pydantic import BaseModel, ConfigDict
 
-from fleet_data.connectors import Settings
+from fleet_data.connectors import ServiceAccess, Settings
 
 from fleet_data.tasks.control import progress
 from fleet_data.tasks.run.context import current
-from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.settings import RefreshOptions, deadline_settings
 from fleet_data.tasks.steps import refresh_steps as steps
 from fleet_data.tasks.outputs.changes import change_message
-from fleet_data.connectors.notify import post_json
-from fleet_data.tasks.control import stops
+from fleet_data.connectors.notify import PostRetries, post_json
+from fleet_data.tasks.control import resources, stops
+from fleet_data.tasks.control.signals import cancelled
 from fleet_data.tasks.fetch.enrich import fetch_chunk
 from fleet_data.tasks.control.budget import Budget
 from fleet_data.tasks.control.calls import Calls
@@ -54,7 +58,7 @@ from fleet_data.tasks.land.shred import staged_tables
 from fleet_data.tasks.staging.staged_chunk import StagedTables
 from fleet_data.tasks.staging.staged_chunk import location as tables_location
 from fleet_data.tasks.staging.staged_chunk import write as write_tables
-from fleet_data.tasks.staging.area import journal_folder, opened, publish
+from fleet_data.tasks.staging.area import StorageAccess, journal_folder, opened, publish, storage_access
 from fleet_data.tasks.outputs.summary import plan_text, summary_markdown
 
 
@@ -173,13 +177,32 @@ def recall_details(run_id: str, budget_left: int | None, concurrency: int, match
     return vars(outcome)
 
 
-def _calls(run_id: str, concurrency: int, budget_left: int | None, bar: str) -> Calls:
-    """How a task may call: the service's settings from the environment (never a parameter: the key), the
+def _calls(run_id: str, concurrency: int, budget_left: int | None, bar: str, settings: Settings | None = None) -> Calls:
+    """How a task may call: the service's `settings` (default: from the environment of the flow's process), the
     run's stops, the budget left, `bar` advanced per answer (a no-op in another process: the flow advances
     it when the staged file lands)."""
     reporter = progress.current()
-    return Calls(Settings.from_env(), concurrency, Budget(budget_left), stops.for_run(run_id),
+    return Calls(settings or Settings.from_env(), concurrency, Budget(budget_left), stops.for_run(run_id),
                  lambda n: reporter.advance(bar, n))
+
+
+class FetchAccess(BaseModel):
+    """What a fetch task needs from the flow, wherever it runs (its threads, `--workers`, a Dask worker):
+    where to stage, the service's settings and the staging credentials (secrets as `SecretStr`), the run's
+    retry window. Nothing of it comes from the worker's own environment."""
+
+    model_config = ConfigDict(frozen=True)
+
+    staging: str  # the run's local answers folder, or an object-storage prefix (tasks/staging/area.py)
+    service: ServiceAccess
+    storage: StorageAccess | None = None
+    retry_window: float | None = None
+
+    @classmethod
+    def of_this_process(cls, staging: str, retry_window: float | None) -> "FetchAccess":
+        """The flow's own settings: its environment's service (the sandbox's, a Secret block's key), its storage."""
+        return cls(staging=staging, service=ServiceAccess.of(Settings.from_env()), storage=storage_access(staging),
+                   retry_window=retry_window)
 
 
 def chunk_counts(result: ChunkResult) -> dict[str, Any]:
@@ -189,23 +212,27 @@ def chunk_counts(result: ChunkResult) -> dict[str, Any]:
 
 
 def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int, budget_left: int | None,
-                   staging: str) -> tuple[str, ChunkResult]:
+                   access: FetchAccess) -> tuple[str, ChunkResult]:
     """Fetch one chunk into its staged journal and typed tables; returns where the lander finds them. Opens no
     database.
 
-    `staging` is the run's local answers folder, or an object-storage prefix (tasks/staging/area.py):
+    `access.staging` is the run's local answers folder, or an object-storage prefix (tasks/staging/area.py):
     then the journal is written in this machine's scratch folder (`tasks/staging/area.py` `journal_folder`) and put
     there once the chunk is done; a chunk killed before leaves it to the next run on this machine.
     """
+    staging = access.staging
     folder = journal_folder(staging, run_id)
+    stops.for_run(run_id).window.seconds = access.retry_window  # the flow's, in whatever process this runs
+    resources.check(run_id)  # before each chunk: short of space, or the store gone, no call starts (its stops)
     with fetch_turn(run_id, dataset) as lane:  # retries still waiting may be handed to the next chunk
-        calls = _calls(run_id, concurrency, budget_left, dataset)
+        calls = _calls(run_id, concurrency, budget_left, dataset, access.service.settings())
         with AnswerJournal.create(folder, run_id, dataset, secrets=(calls.settings.api_key or "",)) as journal:
             result = asyncio.run(fetch_chunk(dataset, rows, calls=calls, journal=journal, lane=lane))
-    typed = stage_tables(journal.path)
-    staged = publish(journal.path, staging, run_id)  # the journal first: typed tables never come without it
+    # Stopped: no shredding now; the next run lands the journal, shredding it then (docs/stopping.md).
+    typed = None if cancelled(run_id) else stage_tables(journal.path)
+    staged = publish(journal.path, staging, run_id, access.storage)  # the journal first: typed tables never come without it
     if typed is not None:
-        publish(typed, staging, run_id)
+        publish(typed, staging, run_id, access.storage)
     return staged, result
 
 
@@ -220,6 +247,8 @@ def stage_tables(journal: Path) -> Path | None:
         tables = staged_tables(read.dataset, read.table)
         return write_tables(Path(tables_location(str(journal))), StagedTables(read.dataset, tables))
     except Exception as exc:  # noqa: BLE001 - the journal is whole: the lander can still shred it
+        if resources.write_failed(read.run_id, exc):
+            return None  # a full disk: the run is halted; the lander shreds the journal if it can
         _logger().warning("%s: typed tables not staged, the lander shreds the journal (%s)", journal.name, exc)
         return None
 
@@ -249,7 +278,14 @@ def land_staged(run_id: str, staged: str) -> None:
         dataset = typed.dataset if typed is not None else journal.dataset
         run = current(run_id)
         if answers is not None:
-            land_answers(run.store, run_id, dataset, answers)
+            try:
+                land_answers(run.store, run_id, dataset, answers)
+            except Exception as exc:
+                if not resources.write_failed(run_id, exc):
+                    raise
+                # The run is halted: no new call starts. The chunk stays staged for the next run to land.
+                _logger().info("%s: not landed, the disk is full; it stays staged for the next run", dataset)
+                return
     failpoint("landed")  # crash tests: the chunk landed, its journal not yet deleted
     remove_staged(staged)
     if answers is not None:
@@ -258,14 +294,15 @@ def land_staged(run_id: str, staged: str) -> None:
 
 @task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
 def fetch_staged_chunk(run_id: str, dataset: str, rows: list[dict], offset: int, length: int, concurrency: int,
-                       budget_left: int | None, staging: str) -> dict[str, Any]:
+                       budget_left: int | None, access: FetchAccess) -> dict[str, Any]:
     """Fetch one dataset for one slice of the due list into a staged file; opens no database.
 
     Runs in the flow's threads, in worker processes (`--workers`) or on a Dask cluster (`--dask`):
-    the key comes from the environment, the answers go to `staging`. Returns the staged file's
-    location, the chunk's counts and the process that fetched it.
+    the service, the key and the staging credentials come from the flow in `access` (never from the
+    worker's environment), the answers go to `access.staging`. Returns the staged file's location, the
+    chunk's counts and the process that fetched it.
     """
-    staged, result = fetch_to_stage(run_id, dataset, rows, concurrency, budget_left, staging)
+    staged, result = fetch_to_stage(run_id, dataset, rows, concurrency, budget_left, access)
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
     return {**counts, "staged": staged, "pid": os.getpid()}
@@ -286,8 +323,10 @@ def fetch_dataset_chunk(run_id: str, dataset: str, due_path: str | None, offset:
     landing has committed. A kill or a failed landing leaves it to the next run (`plan_refresh`).
     """
     assert due_path is not None  # the plan's path, None only for a dataset with nothing due (so no chunk)
+    run = current(run_id)
+    access = FetchAccess.of_this_process(str(run.staging.answers), stops.for_run(run_id).window.seconds)
     staged, result = fetch_to_stage(run_id, dataset, read_slice(due_path, offset, length), concurrency, budget_left,
-                                    str(current(run_id).staging.answers))
+                                    access)
     land_staged(run_id, staged)
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
@@ -306,12 +345,20 @@ def finish_refresh(run_id: str, summary: dict[str, Any], lake: str | None) -> di
 
 @task(name="notify-changes", **TASK)
 def notify_changes(run_id: str, url: str, kind: str = "refresh") -> dict[str, Any]:
-    """Post the run's changes to `url`, once; nothing when nothing changed. A failed post fails nothing."""
+    """Post the run's changes to `url`, once; nothing when nothing changed. A failed post fails nothing.
+
+    Bounded: each attempt and all of them end at their deadlines (FLEET_NOTIFY_ATTEMPT_SECONDS,
+    FLEET_NOTIFY_SECONDS), and at once on SIGTERM/SIGINT; a run stopped before it got here posts nothing.
+    """
+    if cancelled(run_id):
+        return {"sent": False, "reason": "cancelled: a stopped run posts nothing"}
     message = change_message(current(run_id).store, run_id, kind)
     if not message["total"]:
         return {"sent": False, "reason": "nothing changed"}
-    delivery = post_json(url, message, idempotency_key=f"fleet-changes-{run_id}",
-                         secrets=(Settings.from_env().api_key or "",))
+    deadlines = deadline_settings()
+    retries = PostRetries(attempt_seconds=deadlines.notify_attempt_seconds, total_seconds=deadlines.notify_seconds)
+    delivery = post_json(url, message, idempotency_key=f"fleet-changes-{run_id}", retries=retries,
+                         secrets=(Settings.from_env().api_key or "",), stop=lambda: cancelled(run_id))
     logger = get_run_logger()
     if delivery.sent:  # the target is scheme://host only: a webhook's path is often its credential
         logger.info("posted %d changes to %s", message["total"], delivery.target)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import os
 import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import duckdb
 import polars as pl
@@ -29,6 +30,8 @@ import pyarrow as pa
 from fleet_data.tasks.store import dictionary
 from fleet_data.tasks.store import lake
 from fleet_data.tasks.control.failpoints import failpoint
+from fleet_data.tasks.control.faults import EnvironmentFault, as_fault, damaged_database
+from fleet_data.tasks.store import fileformat
 from fleet_data.tasks.store.files import new_run_id, seed_working, working_path
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
@@ -123,6 +126,24 @@ class DatabaseError(Exception):
     """The store cannot be opened or a landing was refused; the message says why."""
 
 
+class DatabaseUnusable(DatabaseError, EnvironmentFault):
+    """A database file that is damaged, not a database, or where a folder or an unwritable path stands."""
+
+
+def damaged_published(db: str | Path) -> str:
+    """What to say of a published file DuckDB cannot read (random bytes, cut short)."""
+    working = working_path(db)
+    if working.is_file():
+        return (f"{db}: the published database is not a DuckDB database, or a damaged one; move it aside: the next "
+                f"run publishes a fresh copy from {working}")
+    return (f"{db}: not a DuckDB database, or a damaged one; restore it from a backup, or move it aside to start "
+            "a new database")
+
+
+class DatabaseBusy(DatabaseError):
+    """Another process holds the store open (DuckDB's own lock): busy, as when another run holds our lock."""
+
+
 def _read_sql(*parts: str) -> str:
     return (SQL_DIR.joinpath(*parts)).read_text(encoding="utf-8")
 
@@ -175,22 +196,52 @@ class Database:
         self._users = 1
         self._columns: dict[str, list[str]] = {}
         self._incoming: dict[str, str] = {}
+        self.full_disk: Callable[[BaseException], bool] | None = None  # set by the run holding the store
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.connection = duckdb.connect(self.path)
-        except duckdb.IOException as exc:
-            raise DatabaseError(f"{self.path}: cannot open the database, another process may hold it ({exc})") from None
+        self.connection = self._connect()
+        if self.path != ":memory:" and not fileformat.readable_by_older_duckdb(self.connection):
+            self.connection.close()  # a store from before: rewritten once, so publishing stays a file copy
+            fileformat.rewrite(Path(self.path))
+            self.connection = self._connect()
+        # DuckDB's lock on the file is a POSIX lock: closing ANY descriptor of the file in this process
+        # drops it (letting a second writer in). So what reads the file beside DuckDB (publish's copy) reads
+        # through this one descriptor, closed only after DuckDB let go of the file.
+        self.reader = os.open(self.path, os.O_RDONLY) if self.path != ":memory:" else -1
         # Timestamps are stored and shown in UTC whatever the machine's zone.
         self._run("SET TimeZone = 'UTC'")
         self.applied = self.migrate(migrations_dir or SQL_DIR / "migrations")
         self.create_views(views_dir or SQL_DIR / "views")
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        try:
+            # A new file is written in the format every DuckDB analysts use reads (tasks/store/fileformat.py).
+            return duckdb.connect(self.path, config=fileformat.CONFIG)
+        except duckdb.Error as exc:
+            if damaged_database(exc):
+                raise DatabaseUnusable(f"{self.path}: the runs' working store is not a DuckDB database, or a damaged "
+                                       "one; move it aside: the next run starts a new one from the published "
+                                       "database beside it") from None
+            fault = as_fault(exc, self.path)
+            if fault is not None:
+                raise DatabaseUnusable(str(fault)) from None
+            held = "lock" in str(exc).lower()  # "Could not set lock on file ...: Conflicting lock is held in ..."
+            raise (DatabaseBusy if held else DatabaseError)(
+                f"{self.path}: cannot open the database, another process may hold it ({exc})") from None
 
     def _run(self, statement: str, params: dict[str, Any] | None = None) -> None:
         """Execute one statement and finish its result (DuckDB 2 refuses new work while one is pending)."""
         with self._lock:
             self.connection.execute(statement, params or {})
             self.connection.complete()
+
+    def _rollback(self) -> None:
+        """Undo the open transaction. A COMMIT that failed (a full disk) has ended it already: then the ROLLBACK's
+        own error ("no transaction is active") would hide the one that matters, which the caller raises."""
+        try:
+            self._run("ROLLBACK")
+        except duckdb.TransactionException:
+            pass
 
     def _rows(self, statement: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -211,6 +262,9 @@ class Database:
             connection = self.__dict__.pop("connection", None)
             if connection is not None:
                 connection.close()
+            reader, self.reader = getattr(self, "reader", -1), -1
+            if reader >= 0:
+                os.close(reader)
 
     def _key(self) -> str:
         return self.path if self.path == ":memory:" else str(Path(self.path).resolve())
@@ -242,7 +296,7 @@ class Database:
                     )
                     self._run("COMMIT")
                 except Exception as exc:
-                    self._run("ROLLBACK")
+                    self._rollback()
                     raise DatabaseError(f"migration {migration.path.name} failed: {exc}") from exc
                 applied.append(migration.version)
             dictionary.apply(self.connection)  # every table and column described (sql/dictionary/)
@@ -305,15 +359,27 @@ class Database:
     def execute(self, name: str, **params: Any) -> None:
         """Run a named write statement (`sql/queries/<name>.sql`) in one transaction."""
         statements = _statements(self._query_sql(name))
-        with self._lock:
-            self._run("BEGIN TRANSACTION")
-            try:
-                for statement in statements:
-                    self._run(statement, _bind(statement, params))
-                self._run("COMMIT")
-            except Exception:
-                self._run("ROLLBACK")
-                raise
+
+        def body() -> None:
+            for statement in statements:
+                self._run(statement, _bind(statement, params))
+
+        self._transaction(body)
+
+    def _transaction(self, body: Callable[[], None]) -> None:
+        """`body` in one transaction. Refused for space, it is tried once more if `full_disk` (the run's,
+        tasks/control/resources.py) made room, halting the run: its answers and its record still land."""
+        for last in (False, True):
+            with self._lock:
+                self._run("BEGIN TRANSACTION")
+                try:
+                    body()
+                    self._run("COMMIT")
+                    return
+                except Exception as exc:
+                    self._rollback()
+                    if last or self.full_disk is None or not self.full_disk(exc):
+                        raise
 
     def sql(self, text: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
         """Ad-hoc read for tests and notebooks; values must be bound through `params`."""
@@ -411,18 +477,17 @@ class Database:
         undated = any("fetched_at" not in c.column_names or c.column("fetched_at").null_count for c in staged.values())
         stamp = fetched_at or (self._run_started_at(run_id) if undated else None) or datetime.now(timezone.utc)
         counts = {table: chunk.num_rows for table, chunk in staged.items()}
-        with self._lock:
-            con = self.connection
-            self._run("BEGIN TRANSACTION")
-            try:
-                for table, chunk in staged.items():
-                    if chunk.num_rows:
-                        self._land_into(con, table, chunk, run_id, stamp)
-                failpoint("landing")  # crash tests: every table written, nothing committed
-                self._run("COMMIT")
-            except Exception as exc:
-                self._run("ROLLBACK")
-                raise DatabaseError(f"landing {counts} into {', '.join(staged)} failed: {exc}") from exc
+
+        def body() -> None:
+            for table, chunk in staged.items():
+                if chunk.num_rows:
+                    self._land_into(self.connection, table, chunk, run_id, stamp)
+            failpoint("landing")  # crash tests: every table written, nothing committed
+
+        try:
+            self._transaction(body)
+        except Exception as exc:
+            raise DatabaseError(f"landing {counts} into {', '.join(staged)} failed: {exc}") from exc
         return counts
 
     def _stage(self, table: str, frame: pl.DataFrame | pa.Table) -> pa.Table:
@@ -549,9 +614,14 @@ def open_database(
         if existing is not None and key != ":memory:":
             existing._users += 1
             return existing
-        if key != ":memory:":
-            seed_working(published)
-        database = Database(path, migrations_dir, views_dir)
+        seeded = key != ":memory:" and seed_working(published)
+        try:
+            database = Database(path, migrations_dir, views_dir)
+        except DatabaseUnusable:
+            if not seeded:
+                raise
+            Path(path).unlink(missing_ok=True)  # a copy of a damaged file: no store to keep
+            raise DatabaseUnusable(damaged_published(published)) from None
         if key != ":memory:":
             _registry[key] = database
         # Runs a dead process left `running` are marked when the next run takes the lock

@@ -5,7 +5,7 @@ Two sources, each table and view described as in sql/dictionary/:
   fleet_lake  the lake's Parquet folders, read in place (dbt-duckdb's `external_location`), partition
               columns typed from the folder names; ownership_records (personal data) is not there.
 Where both live comes from the environment when dbt runs: FLEET_DB (default data/fleet.duckdb, used by the
-profile) and FLEET_LAKE (default data/lake). Written by `python -m tasks.store.dictionary_files`; a test keeps the file
+profile) and FLEET_LAKE (default data/lake). Written by `python -m fleet_data.tasks.store.dictionary_files`; a test keeps the file
 equal to what this module generates.
 """
 
@@ -38,7 +38,7 @@ def sources_yaml(relations: list[Relation], exported: dict[str, list[str]]) -> s
     """`relations`: the database's tables and views (dictionary.catalog); `exported`: what the lake holds, by
     name, with the partition columns it adds (storage.EXPORT_TABLES and Database.exported_views)."""
     lake_columns = load()["_lake"].columns
-    lines = ["# Generated from sql/dictionary/ by `python -m tasks.store.dictionary_files`; do not edit.", "version: 2", "",
+    lines = ["# Generated from sql/dictionary/ by `python -m fleet_data.tasks.store.dictionary_files`; do not edit.", "version: 2", "",
              "sources:",
              "  - name: fleet",
              f"    description: {_text('The published fleet database (data/fleet.duckdb), attached read-only as fleet.')}",

@@ -1,5 +1,5 @@
 """The files generated from the data dictionary (sql/dictionary/) and a fresh store's schema: the docs page
-docs/data-dictionary.md and the dbt sources (tasks/store/dbt_sources.py). `python -m tasks.store.dictionary_files`
+docs/data-dictionary.md and the dbt sources (tasks/store/dbt_sources.py). `python -m fleet_data.tasks.store.dictionary_files`
 writes them; tests/sql/test_dictionary.py keeps them up to date."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def markdown(relations: list[Relation], lake: Entry | None = None) -> str:
     lines = [
         "# Data dictionary",
         "",
-        "<!-- Generated from sql/dictionary/*.toml and the schema (python -m tasks.store.dictionary_files); do not edit. -->",
+        "<!-- Generated from sql/dictionary/*.toml and the schema (python -m fleet_data.tasks.store.dictionary_files); do not edit. -->",
         "",
         "Every table and view of the published database (`data/fleet.duckdb`), as DuckDB holds it. The same",
         "descriptions are comments in the file: `SELECT table_name, column_name, data_type, comment FROM",
@@ -46,7 +46,7 @@ def generated() -> dict[Path, str]:
 
 
 def main() -> None:
-    """`python -m tasks.store.dictionary_files`: write the generated files after editing sql/dictionary/ or the schema."""
+    """`python -m fleet_data.tasks.store.dictionary_files`: write the generated files after editing sql/dictionary/ or the schema."""
     for path, text in generated().items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

@@ -5,6 +5,7 @@
   <db>.publishing       a snapshot being copied, renamed onto <db> once complete
   <db>.lock             the run lock (tasks/run/lock.py)
   <db>.progress.json    what the live run is doing (tasks/run/progressfile.py)
+  <db>.reserve          room set aside while a run runs, freed when the disk fills (tasks/control/resources.py)
 """
 
 from __future__ import annotations
@@ -39,6 +40,24 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def copy_open_file(source: int, target: Path) -> None:
+    """Copy the file open at descriptor `source` into `target`, without opening the source by its name: a
+    descriptor of DuckDB's file opened and closed here would drop DuckDB's lock on it (tasks/store/database.py)."""
+    size = os.fstat(source).st_size
+    out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        done = 0
+        while done < size:
+            piece = os.pread(source, min(1 << 20, size - done), done)
+            if not piece:
+                break
+            while piece:
+                written = os.write(out, piece)
+                piece, done = piece[written:], done + written
+    finally:
+        os.close(out)
 
 
 def seed_working(db: str | Path) -> bool:

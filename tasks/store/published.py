@@ -3,7 +3,9 @@
 The file at `--db` (default `data/fleet.duckdb`) is what analysts, notebooks and BI tools open:
 read-only, any number of them, at any time. No run ever writes it. Runs work in their own store
 beside it and publish: CHECKPOINT the working store, copy it to a temporary file in the same
-folder, fsync, and rename the copy onto `--db` (`os.replace`, atomic). A reader keeps the snapshot
+folder, fsync, and rename the copy onto `--db` (`os.replace`, atomic). The store, and so the copy, is in
+the file format DuckDB 1.4 and later read, not DuckDB 2.0's own (tasks/store/fileformat.py): the CLI, R,
+Node and DBeaver clients lag the Python package. A reader keeps the snapshot
 it opened until it reconnects (on Linux the replaced file lives on while anyone holds it open).
 
 The published file is a snapshot we replace, so nobody may keep anything in it: it is published read-only
@@ -31,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,8 +46,20 @@ except ImportError:  # not on Windows: there, a file held open cannot be replace
 import duckdb
 import polars as pl
 
-from fleet_data.tasks.store.database import QUERY_NAME, SQL_DIR, Database, DatabaseError, _bind, _read_sql, _statements, open_database
-from fleet_data.tasks.store.files import _fsync, _wal, publishing_path
+from fleet_data.tasks.control.faults import as_fault, damaged_database
+from fleet_data.tasks.store.database import (QUERY_NAME, SQL_DIR, Database, DatabaseError, DatabaseUnusable, _bind,
+                                             _read_sql, damaged_published, _statements, open_database)
+from fleet_data.tasks.store.files import _fsync, _wal, copy_open_file, publishing_path
+
+
+def unusable_published(exc: duckdb.Error, db: str | Path) -> DatabaseError:
+    """The published file could not be opened: a damaged file (the user's to fix, exit 2) or another failure."""
+    if damaged_database(exc):
+        return DatabaseUnusable(damaged_published(db))
+    fault = as_fault(exc, db)
+    if fault is not None:
+        return DatabaseUnusable(str(fault))
+    return DatabaseError(f"{db}: cannot open the published database read-only ({exc})")
 
 
 def published_record_path(db: str | Path) -> Path:
@@ -121,7 +134,8 @@ def publish(store: Database, db: str | Path, say: Callable[[str], None] = _stder
         if wal.exists() and wal.stat().st_size:
             raise DatabaseError(f"{store.path}: the checkpoint left a write-ahead log behind; not published")
         temporary.unlink(missing_ok=True)  # a cut publish's copy is read-only: never written into
-        shutil.copyfile(store.path, temporary)
+        # The store is in the format DuckDB 1.4 and later read (tasks/store/fileformat.py): so is the copy.
+        copy_open_file(store.reader, temporary)  # not by name: that would drop DuckDB's lock on the store
     _fsync(temporary)
     temporary.chmod(0o444)  # a snapshot: opened read-only (a read-write open fails for all but root)
     if changed_since_published(target):
@@ -159,7 +173,10 @@ def read_only_view(db_path: str | Path) -> Iterator[Database]:
     try:
         if Path(db_path).is_file():
             con = view.connection
-            con.execute("ATTACH $path AS published (READ_ONLY)", {"path": str(db_path)})
+            try:
+                con.execute("ATTACH $path AS published (READ_ONLY)", {"path": str(db_path)})
+            except duckdb.Error as exc:
+                raise unusable_published(exc, db_path) from None
             published = {row[0] for row in con.execute(
                 "SELECT table_name FROM duckdb_tables() WHERE database_name = 'published' AND schema_name = 'main'"
             ).fetchall()}
@@ -185,7 +202,7 @@ class Published:
         try:
             self.connection = duckdb.connect(self.path, read_only=True)
         except duckdb.Error as exc:
-            raise DatabaseError(f"{self.path}: cannot open the published database read-only ({exc})") from None
+            raise unusable_published(exc, self.path) from None
         self.connection.execute("SET TimeZone = 'UTC'")
 
     def query(self, name: str, **params: Any) -> pl.DataFrame:

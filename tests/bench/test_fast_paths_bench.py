@@ -1,6 +1,6 @@
 """Benchmark: what needs no service and no flow answers without Prefect (issues 12 and 19: under 3 s each).
 
-Each command runs as a user runs it, `python -m flows.cli ...` in its own process, three times; printed:
+Each command runs as a user runs it, `python -m fleet_data.flows.cli ...` in its own process, three times; printed:
 the median wall time and the median CPU seconds of the process (user + system, from its rusage). The
 database is the sample fleet's roster with every dataset answered, built without Prefect. Asserts only
 that each command did what it says, never a time.

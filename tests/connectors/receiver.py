@@ -65,3 +65,63 @@ class Receiver:
     def __exit__(self, *exc: object) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+
+class TrickleReceiver:
+    """A receiver stuck half-way: it reads the request, then answers one byte every `every` seconds.
+
+    Each byte comes well within httpx's per-read timeout, so only a deadline on the whole answer ends
+    a post to it. A raw socket server on 127.0.0.1 in a thread; it trickles for at most `longest`
+    seconds a connection, and stops (closing every connection) when left.
+    """
+
+    ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+    def __init__(self, every: float = 2.0, longest: float = 600.0) -> None:
+        import socket
+
+        self.every, self.longest = every, longest
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}/hooks/T000/B000/secretpart"
+        self.connections = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            thread = threading.Thread(target=self._trickle, args=(conn,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _trickle(self, conn: Any) -> None:
+        import time
+
+        with conn:
+            conn.settimeout(1.0)
+            try:
+                conn.recv(65536)  # the request (a small JSON post arrives whole on loopback)
+                deadline = time.monotonic() + self.longest
+                for byte in self.ANSWER:
+                    if self._stop.wait(self.every) or time.monotonic() > deadline:
+                        return
+                    conn.sendall(bytes([byte]))
+            except OSError:
+                return  # the client gave up and closed: what a deadline does
+
+    def __enter__(self) -> "TrickleReceiver":
+        thread = threading.Thread(target=self._accept, name="trickle-receiver", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._server.close()

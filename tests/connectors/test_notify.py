@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
+from typing import Any
 
 import pytest
 
 from fleet_data.connectors.notify import NotifyError, PostRetries, post_json, target_of, validate_url
 
-from .receiver import Receiver
+from .receiver import Receiver, TrickleReceiver
 
 SECRET = "sk-live-NOTIFY-SECRET-4411"
 MESSAGE = {"text": "1 vehicle must be parked now", "changes": [{"vin": "1HGCM82633A004352", "kind": "new_recall"}]}
@@ -76,3 +79,38 @@ def test_a_url_that_cannot_take_a_post_is_refused_in_one_line(url):
 
 def test_the_target_names_only_scheme_host_and_port():
     assert target_of("https://hooks.slack.com/services/T0/B0/abc?x=1") == "https://hooks.slack.com"
+
+
+def _post_in_thread(url: str, **kwargs: Any) -> tuple[threading.Thread, list]:
+    delivered: list = []
+    thread = threading.Thread(target=lambda: delivered.append(post_json(url, MESSAGE, **kwargs)), daemon=True)
+    thread.start()
+    return thread, delivered
+
+
+def test_a_receiver_that_trickles_its_answer_is_given_up_at_the_deadline():
+    # One byte every 2 s never trips httpx's per-read timeout (10 s): before the deadlines, this post never
+    # ended. Each attempt is bounded as a whole, and so are all of them.
+    retries = PostRetries(attempts=3, backoff=0.1, attempt_seconds=1.5, total_seconds=4.0)
+    with TrickleReceiver(every=2.0) as receiver:
+        thread, delivered = _post_in_thread(receiver.url, retries=retries)
+        thread.join(timeout=60)  # generous: the deadline is 4 s
+        assert not thread.is_alive(), "the post to a trickling receiver did not end"
+    [delivery] = delivered
+    assert not delivery.sent and delivery.status is None and 1 <= delivery.attempts <= 3
+    assert "no whole answer within" in (delivery.error or "")
+    assert receiver.connections == delivery.attempts
+
+
+def test_a_stop_ends_a_stuck_post_at_once():
+    stopped = threading.Event()
+    retries = PostRetries(attempts=4, attempt_seconds=600, total_seconds=600)
+    with TrickleReceiver(every=2.0) as receiver:
+        thread, delivered = _post_in_thread(receiver.url, retries=retries, stop=stopped.is_set)
+        while not receiver.connections:  # the post is under way, stuck on the trickle
+            time.sleep(0.05)
+        stopped.set()
+        thread.join(timeout=30)  # generous: a stop is looked at every 0.25 s
+        assert not thread.is_alive(), "a stop did not end the stuck post"
+    [delivery] = delivered
+    assert not delivery.sent and delivery.attempts == 1 and "stopped" in (delivery.error or "")

@@ -8,10 +8,16 @@ delivery (at most once per `min_interval`), and keep no state for what it refuse
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import psutil
 import pytest
 
 from fleet_data.connectors.redact import redact_text
@@ -149,3 +155,86 @@ async def test_memory_stays_bounded_whatever_is_posted():
         assert hooks.waiting == {"rb_1"}
         assert len(hooks.received) <= hooks.received.maxlen
         assert all(set(r) == {"batchId", "status"} for r in hooks.received)  # a summary, not the body
+
+
+# A listener as `--webhook-listen` runs it, in a process of its own so its stderr and memory can be measured:
+# logging as `fleet` sets it up (warnings to stderr), waiting for one batch, saying "woke" when delivered.
+LISTENER = """
+import asyncio, logging, sys
+from fleet_data.connectors.webhooks import BatchWebhookReceiver
+logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+async def main():
+    async with BatchWebhookReceiver("127.0.0.1", 0) as hooks:
+        hooks.expect("rb_1")
+        print(hooks.notify_url(), flush=True)
+        woke = await hooks.wait("rb_1", 600)
+        print("woke" if woke else "timed out", flush=True)
+
+asyncio.run(main())
+"""
+
+
+def _garbage(n: int) -> bytes:
+    """A malformed request of a few kinds, most of them quoting the sender's bytes in aiohttp's error."""
+    kind = n % 5
+    if kind == 0:  # a good request, then junk on the same connection: aiohttp logs that one with a traceback
+        return b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n" + b"\x16\x03\x01" + bytes(range(256)) * 200
+    if kind == 1:  # an oversize header
+        return b"POST /recalls-batch HTTP/1.1\r\nHost: a\r\nX-Junk: " + b"A" * 70_000 + b"\r\n\r\n"
+    if kind == 2:  # a bad header value
+        return b"POST /recalls-batch HTTP/1.1\r\nHost: a\r\nContent-Length: lots\r\n\r\n"
+    if kind == 3:  # a bad version, and control bytes in the target
+        return b"GET /\x00\x01\x02" + b"B" * 5000 + b" HTTP/9.9\r\n\r\n"
+    return b"POST /recalls-batch HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n" + b"C" * 60_000
+
+
+def _send(port: int, payload: bytes) -> None:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(5)
+        while s.recv(65536):
+            pass
+
+
+def test_a_flood_of_malformed_requests_is_one_short_line_each_at_most_and_memory_stays_flat(tmp_path):
+    stderr = tmp_path / "listener.err"
+    with stderr.open("wb") as err:
+        listener = subprocess.Popen([sys.executable, "-c", LISTENER], stdout=subprocess.PIPE, stderr=err)
+    try:
+        notify_url = listener.stdout.readline().decode().strip()
+        port = urlsplit(notify_url).port
+        process = psutil.Process(listener.pid)
+        for n in range(200):  # warm up: the first of each kind allocates what later ones reuse
+            _send(port, _garbage(n))
+        before = process.memory_info().rss
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda n: _send(port, _garbage(n)), range(3000)))
+        grown = process.memory_info().rss - before
+        # ...and the listener still serves a valid delivery afterwards.
+        answer = httpx.post(notify_url, json=delivery(), timeout=30)
+        assert answer.status_code == 204
+        assert listener.stdout.readline().decode().strip() == "woke"
+        listener.wait(timeout=30)
+    finally:
+        listener.kill()
+        listener.wait(timeout=10)
+    text = stderr.read_bytes()
+    assert len(text) < 100_000, f"{len(text):,} bytes of stderr for 3,200 bad requests: {text[:2000]!r}"
+    assert b"Traceback" not in text
+    assert grown < 50_000_000, f"RSS grew {grown:,} bytes"  # generous: the flood must not be kept
+
+
+async def test_a_malformed_request_quoting_the_token_is_logged_without_it(caplog):
+    async with BatchWebhookReceiver("127.0.0.1", 0) as hooks:
+        query = urlsplit(hooks.notify_url()).query
+        token = parse_qs(query)["token"][0]
+        reader, writer = await asyncio.open_connection("127.0.0.1", hooks.port)
+        writer.write(f"GET /recalls-batch?{query}\x00 HTTP/1.1\r\nHost: a\r\n\r\n".encode())
+        await writer.drain()
+        await reader.read()  # aiohttp answers 400 and closes
+        writer.close()
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("connectors.webhooks")]
+    assert len(lines) == 1 and "InvalidURLError" in lines[0] and "\n" not in lines[0]
+    assert token not in caplog.text and hooks.refused["malformed"] == 1

@@ -57,3 +57,16 @@ def test_lookup_image_products_use_the_sdk_paths(enterprise, capsys):
     assert 0 in codes
     served = {row["endpoint"] for row in enterprise.stats()["requests"]}
     assert served == {"/platerecognition", "/v1/vinocr"}
+
+
+def test_a_base_url_without_a_key_is_refused_before_any_call(sandbox, monkeypatch, tmp_path, capsys):
+    # The README's promise: "A VDS_BASE_URL without a key is refused before anything starts".
+    monkeypatch.chdir(tmp_path)  # no .env to lend a key
+    monkeypatch.delenv("VDS_API_KEY", raising=False)
+    monkeypatch.setenv("VDS_BASE_URL", sandbox.url)
+    sandbox.reset_stats()
+    assert main(["lookup", "obd", "P0115"]) == 2
+    assert "VDS_API_KEY" in capsys.readouterr().err
+    assert main(["lookup", "obd", "P0115", "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["error"]["kind"] == "usage"
+    assert sandbox.stats()["requests"] == []  # refused before the call, not by the service

@@ -1,6 +1,6 @@
 """A refresh killed with SIGKILL at any point, started again, ends as if never interrupted.
 
-Each case runs `python -m flows.cli refresh` in a child process and kills it with SIGKILL at
+Each case runs `python -m fleet_data.flows.cli refresh` in a child process and kills it with SIGKILL at
 one point; the test then checks the database the dead process left (it opens, and holds whole
 chunks only), resumes in this process, and compares the tables with those of a refresh of the
 same fleet that was never interrupted. The points:

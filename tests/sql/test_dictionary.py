@@ -75,4 +75,4 @@ def test_comments_follow_an_edited_description(db):
 
 def test_the_generated_docs_and_dbt_sources_are_up_to_date():
     for path, text in dictionary_files.generated().items():
-        assert path.read_text(encoding="utf-8") == text, f"{path} is stale: run `python -m tasks.store.dictionary_files`"
+        assert path.read_text(encoding="utf-8") == text, f"{path} is stale: run `python -m fleet_data.tasks.store.dictionary_files`"

@@ -1,7 +1,8 @@
 """Recall batches, their campaign details and plate lookups wait out a Retry-After without holding anything up.
 
-The sandbox answers one call with a 503 and `Retry-After: 2` (a real, short wait: these tests are
-about the order of calls in its journal, not about time). While that call waits in the scheduler's
+The sandbox answers one call with a 503 and a `Retry-After` of WAIT seconds (a real wait: these tests are
+about the order of calls in its journal, not about time; WAIT is long enough for the other calls to be
+made on a loaded machine: with 2 s, a busy box sometimes had not finished them). While that call waits in the scheduler's
 queue, the other batches are polled and fetched, the details of a batch already landed are looked
 up, and other plates are asked for; the waiting call is then sent again and the run ends complete.
 """
@@ -23,11 +24,12 @@ from .test_recall_batches import run, vins
 
 SUBMIT, STATUS, RESULTS = "/v1/recalls-batch/submit", "/v1/recalls-batch/status", "/v1/recalls-batch/results"
 DETAILS, PLATE = "/v1/recalls", "/v2/platedecoder"
+WAIT = 6  # seconds of Retry-After
 
 
 def one_call_waits(sandbox, endpoint: str) -> None:
-    """The first call to `endpoint` answers 503 with a 2 s Retry-After; every other call is served."""
-    sandbox.set_faults(FaultConfig(rate=1.0, statuses=[503], retry_after_seconds=2, endpoints=[endpoint], max_faults=1))
+    """The first call to `endpoint` answers 503 with a WAIT s Retry-After; every other call is served."""
+    sandbox.set_faults(FaultConfig(rate=1.0, statuses=[503], retry_after_seconds=WAIT, endpoints=[endpoint], max_faults=1))
     sandbox.record_journal(True)
 
 
@@ -99,7 +101,7 @@ async def test_a_plate_waiting_out_a_retry_after_does_not_hold_its_slot(sandbox)
     from fleet_data.connectors import Settings
 
     keys = [("US", "TX", sandbox_plate(True, i * 50)) for i in range(3)]
-    sandbox.set_faults(FaultConfig(rate=1.0, statuses=[503], retry_after_seconds=2, endpoints=[PLATE], max_faults=1))
+    sandbox.set_faults(FaultConfig(rate=1.0, statuses=[503], retry_after_seconds=WAIT, endpoints=[PLATE], max_faults=1))
     sandbox.record_journal(True)
     lookups = await look_up_plates(
         keys,

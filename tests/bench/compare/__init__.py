@@ -1,7 +1,7 @@
 """Side-by-side benchmark (issue 6): `fleet refresh` against what else would do the same calls.
 
 Contenders, each a script run in its own process and measured the same way (tests/bench/measure.py):
-    ours           `python -m flows.cli refresh` (Prefect tasks, parsing, staging, DuckDB landing)
+    ours           `python -m fleet_data.flows.cli refresh` (Prefect tasks, parsing, staging, DuckDB landing)
     bare_aiohttp   the ceiling: the same calls at the same concurrency, bodies read and dropped
     dlt_pipeline   a dlt source (a VIN resource and one parallelized transformer per endpoint) into DuckDB
     plain_script   requests in a thread pool, pandas.json_normalize, a DuckDB insert
