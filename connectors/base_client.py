@@ -14,8 +14,8 @@ import httpx
 import orjson
 
 from . import errors
-from .billing import units_for_answer
-from .calls import CallObserver, CallRecord, UniqueHex
+from .billing import estimate_units, units_for_answer
+from .calls import CALL_IDS, CallIntent, CallObserver, CallRecord, CallSender, UniqueHex
 from .config import Settings
 from .endpoints import ENDPOINTS, Endpoint
 from .redact import KEY_PARAM, REDACTED, guard_loggers, redact_echo, redact_text
@@ -42,11 +42,13 @@ class BaseClient:
         settings: Settings | None = None,
         *,
         on_call: CallObserver | None = None,
+        on_send: CallSender | None = None,
         http_transport: httpx.AsyncBaseTransport | None = None,
         interrupt: Callable[[], bool] | None = None,
         **overrides: Any,
     ) -> None:
-        """`on_call` sees every attempt (for counting cost); `http_transport` replaces the pool (tests).
+        """`on_call` sees every attempt (for counting cost), `on_send` each one just before it is sent (its
+        `CallIntent`: a ledger writes it first); `http_transport` replaces the pool (tests).
 
         `interrupt`: the client-wide form of `connectors.retry.waits_end_when`, the one way a wait in place
         ends early: asked while waiting to retry, True ends the wait, and the call raises the error it would
@@ -64,6 +66,7 @@ class BaseClient:
         guard_loggers(settings.api_key)
         self._http = open_session(settings, self._clean, http_transport)
         self._on_call = on_call
+        self._on_send = on_send
         self._sleep = asyncio.sleep  # replaced in tests that count backoff without waiting
         self._interrupt = interrupt
 
@@ -132,6 +135,10 @@ class BaseClient:
             attempt += 1
             if call is not None:
                 call.attempts = attempt
+            call_id = next(CALL_IDS)
+            if self._on_send is not None:
+                self._on_send(CallIntent(call_id, ep.name, ep.method, ep.path, query.get("vin"), attempt,
+                                         estimate_units(ep.name, query)))
             started = time.perf_counter()
             try:
                 answer = await self._send_once(ep, query, headers, json_body, raw)
@@ -142,7 +149,7 @@ class BaseClient:
             retry = error is not None and policy.should_retry(
                 error, retries=retries, method=ep.method, idempotent="Idempotency-Key" in headers
             )
-            self._observe(ep, query, answer, error, attempt, latency, retry)
+            self._observe(ep, query, answer, error, attempt, latency, retry, call_id)
             if error is None:
                 assert answer is not None
                 return answer
@@ -222,18 +229,23 @@ class BaseClient:
             raise errors.error_from_response(status, body if isinstance(body, dict) else {}, endpoint=ep.name, retry_after=retry_after)
         return Answer(status, body, dict(headers))
 
-    def _observe(self, ep, query, answer, error, attempt, latency, retry) -> None:  # noqa: ANN001
+    def _observe(self, ep, query, answer, error, attempt, latency, retry, call_id) -> None:  # noqa: ANN001
         if self._on_call is None:
             return
         status = answer.status if answer else getattr(error, "status", None)
         # A replay of an idempotent POST was billed when first answered, not again (README: our choices).
         replayed = answer is not None and answer.headers.get("idempotent-replayed", "").lower() == "true"
         units = units_for_answer(ep.name, query, answer.status, answer.body) if answer and not replayed else 0
+        # No answer to a request that left: the service may have billed it, so count what it may have cost.
+        unknown = status is None and getattr(error, "sent", True)
+        if unknown:
+            units = estimate_units(ep.name, query)
         self._on_call(
             CallRecord(
                 endpoint=ep.name, method=ep.method, path=ep.path, vin=query.get("vin"), status=status,
                 attempt=attempt, latency_ms=round(latency, 2), units=units,
                 error=type(error).__name__ if error else None, will_retry=retry, replayed=replayed,
+                call_id=call_id, unknown=unknown,
             )
         )
 

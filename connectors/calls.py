@@ -22,9 +22,28 @@ class CallRecord:
     error: str | None  # exception class name when the attempt failed
     will_retry: bool
     replayed: bool = False  # the service answered from an earlier request's idempotency key: billed 0
+    call_id: str | None = None  # the id its `CallIntent` carried (None: a record made outside the client)
+    # No answer came (a timeout, a dropped connection): the service may have billed it, so `units` is what
+    # it may have cost by the spec's pricing, not what it did.
+    unknown: bool = False
+
+
+@dataclass(frozen=True)
+class CallIntent:
+    """An attempt about to be sent, told before it is: a ledger that writes it down first never loses a call
+    the service billed while the process died waiting for the answer."""
+
+    call_id: str  # the `CallRecord.call_id` of its outcome
+    endpoint: str
+    method: str
+    path: str
+    vin: str | None
+    attempt: int
+    units: int  # what it may cost by the spec's pricing (connectors/billing.py `estimate_units`)
 
 
 CallObserver = Callable[[CallRecord], None]
+CallSender = Callable[[CallIntent], None]
 
 
 class UniqueHex:

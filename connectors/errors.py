@@ -49,6 +49,9 @@ class APIConnectionError(VehicleDataError):
     """The request did not get an HTTP answer (refused, reset, dropped)."""
 
     retryable = True
+    # False when no connection was ever made (refused, connect or pool timeout): the request never left, so
+    # the service cannot have billed it. Otherwise it may have (the call ledger counts it as possible).
+    sent: bool = True
 
 
 class APITimeoutError(APIConnectionError):

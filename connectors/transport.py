@@ -83,10 +83,14 @@ class AiohttpSession:
                 content = await response.read()
                 answer = RawResponse(response.status, {k.lower(): v for k, v in response.headers.items()}, content)
         except TimeoutError as exc:
-            raise errors.APITimeoutError(self._clean(f"timeout calling {path}: {exc!r}"), endpoint=endpoint) from None
+            error: errors.APIConnectionError = errors.APITimeoutError(self._clean(f"timeout calling {path}: {exc!r}"),
+                                                                      endpoint=endpoint)
+            error.sent = not isinstance(exc, aiohttp.ConnectionTimeoutError)
+            raise error from None
         except (aiohttp.ClientError, OSError) as exc:
-            raise errors.APIConnectionError(self._clean(f"{type(exc).__name__} calling {path}: {exc}"),
-                                            endpoint=endpoint) from None
+            error = errors.APIConnectionError(self._clean(f"{type(exc).__name__} calling {path}: {exc}"), endpoint=endpoint)
+            error.sent = not isinstance(exc, aiohttp.ClientConnectorError)
+            raise error from None
         if log.isEnabledFor(logging.INFO):
             query = "&".join(f"{k}={v}" for k, v in params.items())
             log.info(self._clean(f'HTTP Request: {method} {self._settings.base_url}{path}?{query} "{answer.status}"'))
@@ -129,11 +133,14 @@ class HttpxSession:
             response = await self._client.request(method, path, params=params, headers=headers, json=body)
             content = response.content
         except httpx.TimeoutException as exc:
-            raise errors.APITimeoutError(self._clean(f"{type(exc).__name__} calling {path}: {exc}"),
-                                         endpoint=endpoint) from None
+            error: errors.APIConnectionError = errors.APITimeoutError(
+                self._clean(f"{type(exc).__name__} calling {path}: {exc}"), endpoint=endpoint)
+            error.sent = not isinstance(exc, (httpx.ConnectTimeout, httpx.PoolTimeout))
+            raise error from None
         except (httpx.HTTPError, OSError, TimeoutError) as exc:
-            raise errors.APIConnectionError(self._clean(f"{type(exc).__name__} calling {path}: {exc}"),
-                                            endpoint=endpoint) from None
+            error = errors.APIConnectionError(self._clean(f"{type(exc).__name__} calling {path}: {exc}"), endpoint=endpoint)
+            error.sent = not isinstance(exc, httpx.ConnectError)
+            raise error from None
         return RawResponse(response.status_code, response.headers, content)
 
     async def aclose(self) -> None:

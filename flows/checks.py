@@ -84,7 +84,7 @@ def check_status(args: argparse.Namespace) -> None:
 def check_serve(args: argparse.Namespace) -> None:
     readable_file(args.fleet_file, "FLEET_FILE")
     run_paths(args.db, args.lake)
-    service(needs_calls=True)
+    service(needs_calls=False)  # the key may be in a Prefect Secret block: flows/serve.py looks there once Prefect is up
 
 
 # --- arguments -----------------------------------------------------------------------------------

@@ -12,11 +12,13 @@ Prefect's `atexit` handler still stops it cleanly on a normal exit.
 The embedded sandbox is a thread of the command and Prefect's task runner uses threads: both end
 with the process anyway. `fleet serve` runs each flow run in a child that Prefect spawns
 (`multiprocessing`, from a thread we do not choose, so no death signal): the flow, first thing,
-watches its parent there and ends itself when it is gone (`die_with_parent_process`).
+watches its parent there and cancels itself when it is gone (`die_with_parent_process`). A worker's
+flow run is Prefect's engine, started by `fleet_data.flows.engine` with a death signal (SIGTERM).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import multiprocessing
@@ -29,10 +31,11 @@ import time
 from typing import Any, Callable
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+ORPHAN_SECONDS = 30.0  # a served flow run's time to cancel itself once `fleet serve` is gone, before it is killed
 
 
-def die_with_this_process() -> Callable[[], None] | None:
-    """A `preexec_fn` that makes the child get SIGKILL when this process dies (Linux), else None."""
+def die_with_this_process(signum: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A `preexec_fn` that makes the child get `signum` (SIGKILL) when this process dies (Linux), else None."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -42,18 +45,22 @@ def die_with_this_process() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def set_death_signal() -> None:  # runs in the child, between fork and exec
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl(PR_SET_PDEATHSIG, signum)
         if os.getppid() != parent:  # the command died before the line above: nobody will signal us
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signum)
 
     return set_death_signal
 
 
-def die_with_parent_process(every: float = 1.0) -> bool:
-    """In a `multiprocessing` child (a flow run `fleet serve` started), SIGKILL itself once its parent is gone.
+def die_with_parent_process(every: float = 1.0, orphan_seconds: float = ORPHAN_SECONDS) -> bool:
+    """In a `multiprocessing` child (a flow run `fleet serve` started), end once its parent is gone.
 
-    A daemon thread polls the parent pid (an orphan is adopted by another process). Does nothing, and
-    returns False, in any other process, or when already watching.
+    First it takes a process group of its own: a terminal's Ctrl-C then reaches `fleet serve` only, which
+    passes one SIGTERM on (two would stop the run at once, unrecorded: tasks/control/signals.py). A daemon
+    thread polls the parent pid (an orphan is adopted by another process). Once the parent is gone (stopped,
+    or killed with SIGKILL), the run gets SIGTERM unless a stop signal reached it already: it cancels itself,
+    lands what it fetched and records itself; if it is still there `orphan_seconds` later, it is killed (the
+    next run resumes the work). Does nothing, and returns False, in any other process, or when already watching.
     """
     global _watching
     spawner = multiprocessing.parent_process()
@@ -61,17 +68,44 @@ def die_with_parent_process(every: float = 1.0) -> bool:
         return False
     _watching = True
     parent = spawner.pid  # not getppid(): the parent may be gone already, and this process adopted
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    outlive_closed_output()
 
     def watch() -> None:
+        from fleet_data.tasks.control.signals import stop_requested
+
         while os.getppid() == parent:
             time.sleep(every)
-        os.kill(os.getpid(), signal.SIGKILL)  # as if killed with its parent: the next run resumes the work
+        if not stop_requested():
+            os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(orphan_seconds)
+        os.kill(os.getpid(), signal.SIGKILL)
 
     threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
     return True
 
 
 _watching = False
+
+
+def outlive_closed_output() -> None:
+    """In a flow run's own process: when its output's reader is gone, go on silently instead of ending.
+
+    Prefect's console logging writes with rich, whose answer to a closed pipe is `SystemExit(1)`: a flow
+    run cancelling itself after `fleet serve` or a worker stopped ended there, in the middle of landing,
+    recorded nowhere. Here the output goes to /dev/null and the run lands and records itself.
+    """
+    from rich.console import Console
+
+    def go_quiet(self: Any) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(devnull, stream.fileno())
+
+    Console.on_broken_pipe = go_quiet  # type: ignore[method-assign]
 
 
 def start_prefect_server() -> str | None:

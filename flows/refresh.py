@@ -223,4 +223,4 @@ def _finish_recalls(batch: Any, options: RefreshOptions, run_id: str, summary: d
     # Campaign details by model group VINs by the specs landed above, so they come last.
     outcome = checked.get("details") or recall_details(run_id, budget, options.concurrency, options.recall_details)
     summary["recall_details"] = outcome
-    add_counts(summary, calls=outcome["calls"], units=outcome["units"])
+    add_counts(summary, calls=outcome["calls"], units=outcome["units"], possible_units=outcome.get("possible_units", 0))

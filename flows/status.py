@@ -1,6 +1,7 @@
 """`fleet status`: where the pipeline stands, read from the published database alone.
 
-Last runs, units spent per endpoint this calendar month (UTC), per dataset the roster
+Last runs, units spent per endpoint this calendar month (UTC) as known plus possible (calls never answered,
+which the service may have billed: docs/ledger.md), damaged answer journals kept in quarantine, per dataset the roster
 VINs never answered (pending; those it does not apply to, registered outside its markets, apart)
 and the open failures, and recall batches still in flight;
 and the run in flight, if any, from the progress file it keeps beside the database.
@@ -39,6 +40,7 @@ def month_start(now: datetime | None = None) -> datetime:
 def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> dict[str, Any]:
     """The status as plain values (what `--json` prints)."""
     from fleet_data.tasks.run.progressfile import live_run
+    from fleet_data.tasks.staging.area import StagingArea
     from fleet_data.tasks.store.published import open_published
 
     since = month_start(now)
@@ -66,7 +68,9 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
         "month": f"{since:%Y-%m}",
         "units_this_month": spent,
         "units_this_month_total": sum(r["units"] for r in spent),
+        "possible_units_this_month_total": sum(r["possible_units"] for r in spent),
         "calls_this_month_total": sum(r["calls"] for r in spent),
+        "quarantined_journals": [str(p) for p in StagingArea.beside(db_path, "").quarantined()],
         "datasets": datasets,
         "recall_batches_in_flight": batches,
     }
@@ -140,15 +144,21 @@ def print_status(status: dict[str, Any]) -> None:
                       f"{live['last_publish'] or 'not yet in this run'}", highlight=False)
     else:
         console.print("[bold]Running now[/bold]: nothing", highlight=False)
+    # units = known + possible: a call never answered (killed in flight, timed out) counts what it may have cost.
     table(f"Last runs ({status['database']})",
-          ["run", "kind", "status", "started", "took", "VINs", "rejected", "calls", "units"],
+          ["run", "kind", "status", "started", "took", "VINs", "rejected", "calls", "units", "of which possible"],
           [[r["run_id"], r["kind"], r["status"], r["started_at"], _took(r), r["valid"], r["rejected"], r["calls"],
-            r["units"]] for r in status["runs"]], "no runs yet")
-    table(f"Units spent in {status['month']} (UTC): {status['units_this_month_total']} units, "
+            r["units"], r["possible_units"]] for r in status["runs"]], "no runs yet")
+    total, possible = status["units_this_month_total"], status["possible_units_this_month_total"]
+    table(f"Units spent in {status['month']} (UTC): {total - possible} known + {possible} possible = {total} units, "
           f"{status['calls_this_month_total']} calls",
-          ["endpoint", "calls", "failed calls", "no data (404)", "units"],
-          [[r["endpoint"], r["calls"], r["failed_calls"], r["no_data_calls"], r["units"]] for r in status["units_this_month"]],
-          "no calls this month")
+          ["endpoint", "calls", "failed calls", "no data (404)", "units", "of which possible"],
+          [[r["endpoint"], r["calls"], r["failed_calls"], r["no_data_calls"], r["units"], r["possible_units"]]
+           for r in status["units_this_month"]], "no calls this month")
+    if status["quarantined_journals"]:
+        console.print(f"[bold yellow]Damaged answer journals in quarantine[/bold yellow]: "
+                      f"{len(status['quarantined_journals'])} (their readable answers landed; each beside a "
+                      f"`.reason.txt`): {', '.join(status['quarantined_journals'])}", highlight=False, soft_wrap=True)
     table("Datasets (pending = roster VINs never answered that it applies to; not applicable = registered outside "
           "its markets, never called; failed = open failures)",
           ["dataset", "roster", "answered", "of which no data", "not applicable", "pending", "failed",

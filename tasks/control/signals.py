@@ -116,6 +116,11 @@ def signalled() -> bool:
     return _signalled
 
 
+def stop_requested() -> bool:
+    """Whether a stop signal reached a run in progress in this process (a second one would stop it at once)."""
+    return any(_received.values())
+
+
 def cancelled(run_id: str) -> bool:
     """Whether a stop signal cancelled run `run_id` in this process."""
     return _received.get(run_id, 0) > 0 or stops.cancelled(run_id)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import orjson
 
 from fleet_data.connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord, estimate_units
-from fleet_data.connectors.calls import CALL_IDS
+from fleet_data.connectors.calls import CALL_IDS, CallIntent
 from fleet_data.connectors import errors as e
 
 from fleet_data.tasks.datasets import CANADIAN_PROVINCES as CANADIAN_PROVINCES
@@ -54,9 +54,10 @@ async def fetch_chunk(
     Calls go through the scheduler (tasks/fetch/scheduler.py): a VIN waiting to be retried holds no slot.
     With a `lane` (tasks/fetch/lanes.py), the chunk first adopts the waiting retries the chunk before it
     handed on, and hands its own on when they are all it has left and another chunk is coming
-    (`ChunkResult.handed_off`). With a `journal`, every attempt and every VIN's final answer is
-    written to it as it arrives. `follows`: these VINs come from other calls' answers (recall details),
-    so their first attempts do not re-open the run's retry window (tasks/control/retry_window.py).
+    (`ChunkResult.handed_off`). With a `journal`, every attempt is written to it before it is sent, and
+    its outcome (the VIN's final answer, if it settled it) as it arrives, before its slot's next call.
+    `follows`: these VINs come from other calls' answers (recall details), so their first attempts do not
+    re-open the run's retry window (tasks/control/retry_window.py).
     """
     spec = DATASETS[dataset]
     jobs: list[Job[Mapping[str, Any]]] = [*(lane.adopt() if lane else ()), *(Job(row) for row in rows)]
@@ -65,7 +66,8 @@ async def fetch_chunk(
         return ChunkResult(dataset, pending=[j.item["vin"] for j in jobs], stop_reason=stopped_before)
     chunk = _Chunk(spec, dataset, calls, journal, estimate_units(spec.endpoint, spec.request(jobs[0].item) if jobs else {}))
     chunk.scheduler.add(jobs, follows=follows)
-    async with AsyncVehicleDataClient(calls.settings, on_call=chunk.observe) as client:  # scheduled: never waits in place
+    async with AsyncVehicleDataClient(calls.settings, on_call=chunk.observe,
+                                      on_send=chunk.sending if journal is not None else None) as client:  # scheduled: never waits in place
         chunk.client = client
         await chunk.scheduler.run(chunk.attempt, chunk.stopped, hand_off=lane.hand_off if lane else None)
     for job in chunk.scheduler.handed_off:
@@ -88,8 +90,12 @@ class _Chunk:
         self.passes: dict[str, Pass] = {}  # VIN -> its attempt's leave to start, until the first answer settles it
         self.settling: dict[str, tuple] = {}  # VIN -> its last call, journalled with the answer it settles
 
+    def sending(self, intent: CallIntent) -> None:
+        """Before the attempt goes out: journalled, so a kill while it is in flight leaves it in the ledger."""
+        self.journal.sent(intent, _now())  # type: ignore[union-attr]  # given to the client only with a journal
+
     def observe(self, record: CallRecord) -> None:
-        call = (next(CALL_IDS), record, _now(), None)
+        call = (record.call_id or next(CALL_IDS), record, _now(), None)
         self.result.calls.append(call)
         self.calls.stops.observe(record.endpoint, record.status)
         if record.vin:

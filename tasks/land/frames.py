@@ -274,7 +274,7 @@ def recalls_frame(per_vin: Sequence[tuple[str, Sequence[m.Recall], datetime]], m
 CALL_SCHEMA: Schema = {
     "call_id": pl.String, "endpoint": pl.String, "method": pl.String, "vin": pl.String, "batch_id": pl.String,
     "status": pl.Int32, "units": pl.Int32, "latency_ms": pl.Float64, "attempt": pl.Int32,
-    "error_message": pl.String, "replayed": pl.Boolean, "fetched_at": TS,
+    "error_message": pl.String, "replayed": pl.Boolean, "fetched_at": TS, "billing": pl.String,
 }
 
 
@@ -283,7 +283,7 @@ def api_calls_frame(calls: Sequence[tuple[str, CallRecord, datetime, str | None]
     rows = [
         {"call_id": cid, "endpoint": c.path, "method": c.method, "vin": c.vin, "batch_id": batch, "status": c.status,
          "units": c.units, "latency_ms": c.latency_ms, "attempt": c.attempt, "error_message": c.error,
-         "replayed": c.replayed, "fetched_at": at}
+         "replayed": c.replayed, "fetched_at": at, "billing": "unknown" if c.unknown else "known"}
         for cid, c, at, batch in calls
     ]
     return _frame(rows, CALL_SCHEMA)

@@ -1,17 +1,22 @@
 """Answers an earlier run paid for and never landed (killed, or its landing failed): found in the staging
 area (and on object storage with `--staging`), landed under the run that paid for them (the typed tables the
-fetch staged beside a journal, else the journal shredded here), then deleted."""
+fetch staged beside a journal, else the journal shredded here), then deleted; a damaged one quarantined."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pyarrow.compute as pc
 
 from fleet_data.tasks.land.landing import land_answers, remove_staged, staged_at
 from fleet_data.tasks.staging import area as staging_store
-from fleet_data.tasks.staging.journal import SUFFIX, leftover_journals, read_journal
+from fleet_data.tasks.staging.journal import SUFFIX, UNKNOWN, Journal, leftover_journals, read_journal
+from fleet_data.tasks.staging.staged_chunk import location as staged_chunk_location
 from fleet_data.tasks.store.database import Database, DatabaseError
+
+
+log = logging.getLogger(__name__)
 
 
 def _run_of(location: str) -> str:
@@ -37,9 +42,14 @@ def land_journals(db: Database, staging_root: Path, *, besides: str | None = Non
     prefix and this machine's scratch folder, where a chunk bound for it journals until it is done
     (a chunk killed mid-fetch in the flow's threads or `--workers` leaves its journal there). Each
     file lands in one transaction under the run that paid for it, with the original fetch times; a
-    failure leaves the file for the next attempt. Returns counts for the log.
+    failure leaves the file for the next attempt. Calls it sent and never saw answered land as
+    `billing = 'unknown'` with what they may have cost. A damaged journal (tasks/staging/journal.py
+    `Journal.damage`) lands its records before the damage and is quarantined with the reason, never
+    deleted. Returns counts for the log and the summary.
     """
-    counts = {"journals": 0, "answers": 0, "calls": 0, "units": 0}
+    counts = {"journals": 0, "answers": 0, "calls": 0, "units": 0, "possible_units": 0, "unknown_calls": 0,
+              "torn": 0, "quarantined": 0}
+    area = staging_store.StagingArea(staging_root, besides or "", store)
     locations = [str(p) for p in leftover_journals(staging_root, besides=besides)]
     if staging_store.is_remote(store):
         assert store is not None
@@ -49,18 +59,35 @@ def land_journals(db: Database, staging_root: Path, *, besides: str | None = Non
         with staging_store.opened(location) as path:
             journal = read_journal(path)
         if journal.table.num_rows:  # then its header, which names the run, was read
-            run_id = journal.run_id
-            try:
-                with staged_at(location) as typed:  # staged by the fetch before the kill, else shredded here
-                    land_answers(db, run_id, journal.dataset, typed or journal.table)
-            except DatabaseError as exc:
-                raise DatabaseError(f"{location}: the answers run {run_id} paid for could not land, the file "
-                                    f"stays for the next run ({exc})") from exc
-            table = journal.table
-            outcomes = pc.value_counts(table.column("outcome")).to_pylist()
-            counts["answers"] += sum(c["counts"] for c in outcomes if c["values"] in ("found", "no_data", "failed"))
-            counts["calls"] += table.num_rows - table.column("call_id").null_count
-            counts["units"] += pc.sum(table.column("units")).as_py() or 0
-        remove_staged(location)
+            _land(db, location, journal, counts)
         counts["journals"] += 1
+        counts["torn"] += journal.torn
+        if journal.damage:
+            kept = area.quarantine(location, f"{journal.damage}; {journal.table.num_rows} rows before it landed "
+                                             f"under run {journal.run_id}")
+            staging_store.remove(staged_chunk_location(location))
+            counts["quarantined"] += 1
+            log.warning("%s: damaged (%s); what was readable landed, the file is kept in %s", location, journal.damage,
+                        kept)
+        else:
+            remove_staged(location)
     return counts
+
+
+def _land(db: Database, location: str, journal: Journal, counts: dict[str, int]) -> None:
+    run_id = journal.run_id
+    try:
+        with staged_at(location) as typed:  # staged by the fetch before the kill, else shredded here
+            land_answers(db, run_id, journal.dataset, typed or journal.table)
+    except DatabaseError as exc:
+        raise DatabaseError(f"{location}: the answers run {run_id} paid for could not land, the file "
+                            f"stays for the next run ({exc})") from exc
+    table = journal.table
+    outcomes = pc.value_counts(table.column("outcome")).to_pylist()
+    counts["answers"] += sum(c["counts"] for c in outcomes if c["values"] in ("found", "no_data", "failed"))
+    counts["calls"] += table.num_rows - table.column("call_id").null_count
+    unknown = pc.equal(table.column("billing"), UNKNOWN)
+    possible = pc.sum(pc.if_else(unknown, table.column("units"), 0)).as_py() or 0
+    counts["units"] += (pc.sum(table.column("units")).as_py() or 0) - possible
+    counts["possible_units"] += possible
+    counts["unknown_calls"] += pc.sum(pc.cast(pc.fill_null(unknown, False), "int64")).as_py() or 0

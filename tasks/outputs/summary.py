@@ -38,11 +38,13 @@ def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str =
         "estimated_units": plan.estimated_units,
         "recall_detail_ceiling": plan.recall_detail_ceiling,
         "units": 0,
+        "possible_units": 0,  # what calls never answered (timed out, dropped) may have cost besides `units`
         "calls": 0,
         "datasets": {
             name: {"roster": d.roster, "not_applicable": d.not_applicable, "skipped_fresh": d.skipped_fresh,
                    "planned": d.due, "estimated_units": d.estimated_units,
-                   "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "stop_reason": None}
+                   "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "possible_units": 0,
+                   "stop_reason": None}
             for name, d in plan.datasets.items()
         },
     }
@@ -91,7 +93,7 @@ def final_status(summary: dict[str, Any], cancelled: bool = False) -> None:
     """Total the datasets and say whether anything was left failed or pending, or the run was cancelled
     (a stop signal: tasks/control/signals.py); a cancelled run's status says so whatever it had finished."""
     for counts in summary["datasets"].values():
-        add_counts(summary, calls=counts["calls"], units=counts["units"])
+        add_counts(summary, calls=counts["calls"], units=counts["units"], possible_units=counts.get("possible_units", 0))
     details = summary.get("recall_details") or {}
     plates = summary.get("plates") or {}
     unfinished = any(c.get("failed") or c.get("pending") for c in [*summary["datasets"].values(), details])
@@ -196,7 +198,8 @@ def headline(summary: dict[str, Any]) -> str:
         + (f" (+ up to {summary['recall_detail_ceiling']} for recall details)" if summary.get("recall_detail_ceiling") else "")
         + (f" (+ up to {summary['plate_vehicle_ceiling']} for the vehicles plates find)"
            if summary.get("plate_vehicle_ceiling") else ""),
-        f"spent {summary['units']} units in {summary['calls']} calls",
+        f"spent {summary['units']} units in {summary['calls']} calls"
+        + (f" (+ up to {summary['possible_units']} for calls never answered)" if summary.get("possible_units") else ""),
     ]
     return "; ".join(parts)
 
@@ -210,6 +213,12 @@ def notes(summary: dict[str, Any]) -> list[str]:
                         "their rows rejected as plate_not_looked_up until the next run")
     if summary.get("message"):
         found.insert(0, summary["message"])
+    if summary.get("possible_units"):
+        found.append(f"{summary['possible_units']} units possibly spent besides: calls sent and never answered (timed "
+                     "out, connection dropped), which the service may have billed (api_calls.billing = 'unknown')")
+    if summary.get("quarantined_journals"):
+        found.append(f"{summary['quarantined_journals']} damaged answer journals kept in quarantine, their readable "
+                     f"answers landed: {summary.get('quarantine_folder')} (docs/ledger.md)")
     return found
 
 

@@ -48,6 +48,7 @@ class DetailsOutcome:
     pending: int = 0
     calls: int = 0
     units: int = 0
+    possible_units: int = 0  # what calls never answered may have cost besides (tasks/staging/chunk.py)
     stop_reason: str | None = None
 
 
@@ -134,6 +135,7 @@ class _ByVin:
             outcome.pending += len(result.pending)
             outcome.calls += len(result.calls)
             outcome.units += result.units
+            outcome.possible_units += result.possible_units
             outcome.stop_reason = outcome.stop_reason or result.stop_reason
 
 

@@ -165,6 +165,8 @@ def leftovers(staging: str, run_id: str) -> list[str]:
 ANSWERS = "answers"  # a run's journals: <staging>/<run_id>/answers/
 JOURNAL_SUFFIX = ".arrows"  # tasks/staging/journal.py writes them
 RECALL_BATCHES = "recall_batches"  # batch VIN lists outlive a run: an interrupted batch is resumed by the next one
+QUARANTINE = "quarantine"  # damaged journals, kept with why: never deleted by a run
+REASON_SUFFIX = ".reason.txt"
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,7 @@ class StagingArea:
         <db folder>/staging/<run_id>/plates_waiting.parquet   rows waiting for a plate lookup
         <db folder>/staging/<run_id>/answers/*.arrows         the fetch tasks' answer journals
         <db folder>/staging/recall_batches/                   recall batches' VIN lists (outlive a run)
+        <db folder>/staging/quarantine/<run_id>/<journal>     damaged journals, each beside `<journal>.reason.txt`
         <remote>/<run_id>/answers/                            with `--staging s3://...`: the journals, put there
     """
 
@@ -210,11 +213,35 @@ class StagingArea:
             return self.remote if is_remote(self.remote) else run_prefix(self.remote, self.run_id)
         return str(self.answers)
 
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.root / QUARANTINE
+
+    def quarantine(self, location: str, reason: str) -> Path:
+        """Move the damaged journal at `location` (a path, or a URL with `--staging`) aside, with `reason` in a file
+        beside it; what could be read of it has landed. Nothing in the pipeline deletes it: a person decides."""
+        run = location.rstrip("/").split("/")[-3]  # <staging>/<run_id>/answers/<file>
+        folder = self.quarantine_dir / run
+        folder.mkdir(parents=True, exist_ok=True)
+        name = location.rstrip("/").rsplit("/", 1)[-1]
+        target = folder / name
+        if is_remote(location):
+            _fs(location).get_file(location, str(target))
+            remove(location)
+        else:
+            shutil.move(location, target)
+        (folder / (name + REASON_SUFFIX)).write_text(f"{reason}\n", encoding="utf-8")
+        return target
+
+    def quarantined(self) -> list[Path]:
+        """The damaged journals kept in the quarantine folder."""
+        return quarantined(self.root)
+
     def remove_leftovers(self) -> list[Path]:
         """Due lists other runs left behind; call it only holding the run lock (no other run is alive then)."""
         removed = []
         for leftover in self.root.glob("*"):
-            if leftover.is_dir() and leftover != self.batches and leftover.name != self.run_id:
+            if leftover.is_dir() and leftover.name not in (RECALL_BATCHES, QUARANTINE) and leftover.name != self.run_id:
                 shutil.rmtree(leftover, ignore_errors=True)
                 removed.append(leftover)
         return removed
@@ -226,6 +253,11 @@ class StagingArea:
         """The run is over: its due lists go; answers not landed stay for the next run."""
         if not self.has_journals():
             shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def quarantined(staging_root: Path) -> list[Path]:
+    """The damaged journals kept under `staging_root`'s quarantine folder (`fleet status` counts them)."""
+    return sorted(p for p in (staging_root / QUARANTINE).glob(f"*/*{JOURNAL_SUFFIX}"))
 
 
 def journal_folder(target: str, run_id: str) -> Path:

@@ -23,4 +23,10 @@ class ChunkResult:
 
     @property
     def units(self) -> int:
-        return sum(c.units for _, c, _, _ in self.calls)
+        """What the service billed, by its answers."""
+        return sum(c.units for _, c, _, _ in self.calls if not c.unknown)
+
+    @property
+    def possible_units(self) -> int:
+        """What calls never answered (timed out, dropped) may have cost besides: the service may have billed them."""
+        return sum(c.units for _, c, _, _ in self.calls if c.unknown)

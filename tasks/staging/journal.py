@@ -1,17 +1,25 @@
-"""The answer journal: every call a chunk pays for, on disk before any landing.
+"""The answer journal: every call a chunk pays for, on disk before any landing, and before it is sent.
 
-A chunk's answers used to live only in memory until its landing committed, so a kill -9 or a
-failed landing lost calls that were paid for, and the next run bought them again. Now each chunk
-appends what it receives to an Arrow IPC stream file, `staging/<run_id>/answers/<dataset>-<id>.arrows`:
-one row per call attempt (an `api_calls` row: call id, endpoint, status, units, attempt, latency,
-time) and, on the attempt that settled the VIN, its final answer (`outcome` found / no_data / failed
-/ pending, the redacted body as JSON bytes, what was asked, the failure's message).
+Each chunk appends to `staging/<run_id>/answers/<dataset>-<id>.arrows` (the suffix of the first format, kept:
+`read_journal` tells the two apart by their first bytes), as things happen, one record at a time:
 
-Writes are group-committed: rows are appended to column lists, and one record batch takes every
-row that arrived since the last, at most `FLUSH_INTERVAL` later (or at `batch_rows` rows). A kill
-loses the calls in flight and the answers of that last interval, no more: with an interval shorter
-than a call's latency, at most one more answer per call slot. An IPC stream reads back up to its
-last complete batch after a kill.
+- a *sent* record before each attempt goes out (`CallIntent`: call id, VIN, endpoint, attempt, the units it
+  may cost by the spec's pricing);
+- a *row* when its answer comes back (an `api_calls` row: status, units, latency, time) and, on the
+  attempt that settled the VIN, its final answer (`outcome` found / no_data / failed / pending, the
+  redacted body as JSON bytes, what was asked, the failure's message).
+
+Each record is one `write()` to the OS, no buffering and no fsync: a kill -9 cannot take back what the
+OS has (only a machine crash can, and the records' checksums then tell what is left). So a kill loses
+no answer received, and a call in flight at the kill is a sent record without its row: it lands in
+`api_calls` as `billing = 'unknown'` with the units it may have cost, since the service may have billed
+it. The ledger then never under-reports what the service billed.
+
+A record is framed: a 16-byte header (magic, kind, length, the header's CRC-32, the payload's CRC-32) and
+its payload (JSON of the row's fields, then the body's bytes). Reading stops at the first record that is not
+whole: a torn last record is what a kill leaves (normal); a bad record with bytes after it, a zeroed or
+bit-flipped one, is damage (`Journal.damage`), and the lander quarantines the file after landing the
+records before it (tasks/land/recover.py).
 
 The next run lands a journal left behind (tasks/land/recover.py `land_journals`), in the local staging folder
 or, with `--staging s3://...`, on object storage (tasks/staging/area.py), under its original run id and
@@ -23,14 +31,14 @@ lands again harmlessly.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import time
+import struct
 import uuid
+import zlib
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -39,6 +47,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from fleet_data.connectors import ENDPOINTS, CallRecord
+from fleet_data.connectors.calls import CallIntent
 from fleet_data.connectors.errors import MalformedResponseError
 from fleet_data.connectors.redact import REDACTED
 
@@ -48,7 +57,7 @@ from fleet_data.tasks.staging.chunk import ChunkResult
 from fleet_data.tasks.control import resources
 from fleet_data.tasks.control.failpoints import failpoint
 
-FORMAT = "fleet-answers/1"
+FORMAT = "fleet-answers/2"
 SUFFIX = JOURNAL_SUFFIX
 _TS = pa.timestamp("us", tz="UTC")
 SCHEMA = pa.schema([
@@ -59,7 +68,7 @@ SCHEMA = pa.schema([
     ("path", pa.string()),  # as `api_calls.endpoint` has it
     ("method", pa.string()),
     ("attempt", pa.int32()),
-    ("status", pa.int32()),  # null: no HTTP answer (timeout, dropped connection)
+    ("status", pa.int32()),  # null: no HTTP answer (timeout, dropped connection, killed in flight)
     ("units", pa.int32()),
     ("latency_ms", pa.float64()),
     ("error", pa.string()),  # the attempt's exception class
@@ -70,38 +79,61 @@ SCHEMA = pa.schema([
     ("body", pa.binary()),  # the redacted answer as JSON bytes (found only)
     ("message", pa.string()),  # why it failed, or why the endpoint stopped (pending)
     ("retryable", pa.bool_()),
+    ("billing", pa.string()),  # `api_calls.billing`: known, or unknown (no answer: `units` is what it may cost)
 ])
-# Seconds between two batches at most. A batch per answer would cost a third of a call's CPU; one
-# per 20 ms costs little (a few µs per answer), and loses little to a kill.
-FLUSH_INTERVAL = 0.02
+# The fields a row record's JSON holds, in order: every column but the body.
+_FIELDS = [f.name for f in SCHEMA if f.name not in ("dataset", "body")]
+_TIMES = ("called_at", "answered_at")
+UNKNOWN = "unknown"  # `billing` of a call whose answer never arrived
+NO_ANSWER = "NoAnswer"  # `error` of a call sent and never answered (the process died in flight)
+
+_MAGIC = b"FLEETJ2\n"  # the file's first bytes (an Arrow stream, the first format, starts with 0xFFFFFFFF)
+_FRAME = struct.Struct("<2sBxIII")  # magic, kind, pad, payload length, CRC-32 of the first 8 bytes, of the payload
+_FRAME_MAGIC = b"FJ"
+_HEAD, _SENT, _ROW = 1, 2, 3  # record kinds
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
 
 Call = tuple[str, CallRecord, datetime, Any]  # as in ChunkResult.calls: (call_id, record, called_at, batch)
+
+
+def _frame(kind: int, payload: bytes) -> bytes:
+    head = struct.pack("<2sBxI", _FRAME_MAGIC, kind, len(payload))
+    return _FRAME.pack(_FRAME_MAGIC, kind, len(payload), zlib.crc32(head), zlib.crc32(payload)) + payload
+
+
+def _micros(at: datetime | None) -> int | None:
+    """Microseconds since the epoch (what the columns hold); a time without a zone is UTC, as Arrow takes it."""
+    if at is None:
+        return None
+    return ((at if at.tzinfo else at.replace(tzinfo=timezone.utc)) - _EPOCH) // _MICROSECOND
 
 
 class AnswerJournal:
     """Append-only writer of one chunk's journal. Not thread-safe: one chunk's event loop writes it."""
 
-    def __init__(self, path: Path, run_id: str, dataset: str, *, secrets: tuple[str, ...] = (),
-                 batch_rows: int = 256) -> None:
+    def __init__(self, path: Path, run_id: str, dataset: str, *, secrets: tuple[str, ...] = ()) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path, self.run_id, self.dataset = path, run_id, dataset
-        self.rows = 0  # rows written or waiting
+        self.rows = 0  # rows written
         self._secrets = tuple(s for s in secrets if s)
-        self._batch_rows = batch_rows
-        self._schema = SCHEMA.with_metadata({"format": FORMAT, "run_id": run_id, "dataset": dataset})
-        # Each batch goes to the OS as it is written, so it survives the process being killed.
-        self._sink = WholeWrites(path)
-        self._writer = pa.ipc.new_stream(pa.PythonFile(self._sink, mode="w"), self._schema)
-        self._columns: tuple[list[Any], ...] = tuple([] for _ in SCHEMA)
-        self._flush_timer: asyncio.TimerHandle | None = None
-        self._flushed_at = 0.0
-        self._closed = False
+        # Unbuffered, appended: a record written is in the OS's hands, so it survives the process being killed.
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        self._size = 0  # bytes on disk, every record whole
+        self._held = bytearray()  # records a full disk refused, written again with the next one
+        head = orjson.dumps({"format": FORMAT, "run_id": run_id, "dataset": dataset})
+        self._write(_MAGIC + _frame(_HEAD, head))
 
     @classmethod
     def create(cls, directory: Path, run_id: str, dataset: str, **options: Any) -> "AnswerJournal":
         return cls(directory / f"{dataset}-{uuid.uuid4().hex[:12]}{SUFFIX}", run_id, dataset, **options)
 
     # -- writing ------------------------------------------------------------------------------
+    def sent(self, intent: CallIntent, at: datetime) -> None:
+        """An attempt about to go out: if no row for it follows, it was paid for perhaps, never answered."""
+        self._write(_frame(_SENT, orjson.dumps([intent.call_id, intent.vin, intent.endpoint, intent.path,
+                                                intent.method, intent.attempt, intent.units, _micros(at)])))
+
     def attempt(self, call: Call) -> None:
         """An attempt that will be retried: only its `api_calls` row."""
         self._add(call, None, None, None, None, None, None, None)
@@ -131,90 +163,67 @@ class AnswerJournal:
 
     def _add(self, call: Call | None, vin: str | None, outcome: str | None, answered_at: datetime | None,
              request: str | None, body: bytes | None, message: str | None, retryable: bool | None) -> None:
-        (call_ids, datasets, vins, endpoints, paths, methods, attempts, statuses, units, latencies, errors,
-         called, outcomes, answered, requests, bodies, messages, retryables) = self._columns
         if call is not None:
             call_id, record, called_at, _ = call
-            call_ids.append(call_id)
-            vins.append(record.vin or vin)
-            endpoints.append(record.endpoint)
-            paths.append(record.path)
-            methods.append(record.method)
-            attempts.append(record.attempt)
-            statuses.append(record.status)
-            units.append(record.units)
-            latencies.append(record.latency_ms)
-            errors.append(record.error)
-            called.append(called_at)
+            fields = [call_id, record.vin or vin, record.endpoint, record.path, record.method, record.attempt,
+                      record.status, record.units, record.latency_ms, record.error, _micros(called_at)]
+            billing: str | None = UNKNOWN if record.unknown else "known"
         else:
-            for column in (call_ids, endpoints, paths, methods, attempts, statuses, units, latencies, errors, called):
-                column.append(None)
-            vins.append(vin)
-        datasets.append(self.dataset)
-        outcomes.append(outcome)
-        answered.append(answered_at)
-        requests.append(request)
-        bodies.append(body)
-        messages.append(message)
-        retryables.append(retryable)
+            fields = [None, vin, None, None, None, None, None, None, None, None, None]
+            billing = None
+        meta = orjson.dumps([*fields, outcome, _micros(answered_at), request, message, retryable, billing,
+                             body is not None])
+        self._write(_frame(_ROW, struct.pack("<I", len(meta)) + meta + (body or b"")))
         self.rows += 1
-        self._after_add()
+        failpoint("journal_flushed")  # crash tests: an answer is on disk, the chunk not done
 
-    def _after_add(self) -> None:
-        if len(self._columns[0]) >= self._batch_rows:
-            self.flush()
-            return
-        if self._flush_timer is not None:
-            return  # this row goes with the batch already due
+    def _write(self, data: bytes, last: bool = False) -> None:
+        """Append `data` (whole records) to the file. A disk found full halts the run and frees its reserve
+        (tasks/control/resources.py), then the write is made again; should it fail still, the records stay in
+        memory for the next write, and the journal's close raises."""
+        if self._fd is None:
+            raise ValueError(f"{self.path.name}: the journal is closed")
+        self._held += data
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return  # no event loop: written every `batch_rows` rows and on close
-        # As soon as the loop has handled the answers that are ready, unless the last batch was
-        # written less than an interval ago: then at the end of that interval.
-        self._flush_timer = loop.call_at(max(loop.time(), self._flushed_at + FLUSH_INTERVAL), self.flush)
-
-    def flush(self) -> None:
-        if self._flush_timer is not None:
-            self._flush_timer.cancel()
-            self._flush_timer = None
-        if self._closed or not self._columns[0]:
-            return
-        self._flushed_at = _loop_time()
-        rows = len(self._columns[0])
-        arrays = [_array(column, field.type, rows) for column, field in zip(self._columns, SCHEMA)]
-        self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
-        for column in self._columns:
-            column.clear()
-        self._commit()
-        failpoint("journal_flushed")  # crash tests: a batch of answers is on disk, the chunk not done
-
-    def _commit(self, last: bool = False) -> None:
-        """Put the batches written on disk. A disk found full halts the run and frees its reserve
-        (tasks/control/resources.py), then the write is made again; should it fail still, the batches stay
-        in memory for the next flush, and the last one raises."""
-        try:
-            self._sink.commit()
+            self._put()
         except OSError as exc:
             if not resources.write_failed(self.run_id, exc):
                 raise
             try:
-                self._sink.commit()
+                self._put()
             except OSError as again:
                 if last:
                     raise resources.ResourceLost(f"{self.path.name}: answers paid for could not be written "
                                                  f"({again.strerror}); free some space") from again
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self.flush()
-        self._closed = True
-        self._writer.close()
+    def _put(self) -> None:
+        assert self._fd is not None
+        view = memoryview(self._held)
+        done = 0
         try:
-            self._commit(last=True)
+            while done < len(view):  # a regular file takes it whole; a short write goes on where it stopped
+                done += os.write(self._fd, view[done:])
+        except OSError:
+            os.ftruncate(self._fd, self._size)  # no torn record: the file ends at its last whole one
+            raise
         finally:
-            self._sink.close()
+            view.release()
+        self._size += done
+        self._held.clear()
+
+    def flush(self) -> None:
+        """Every record goes to the OS as it is written; this writes again what a full disk refused, if any."""
+        if self._held and self._fd is not None:
+            self._write(b"")
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                if self._held:
+                    self._write(b"", last=True)
+            finally:
+                os.close(self._fd)
+                self._fd = None
 
     def delete(self) -> None:
         """The chunk has landed: its journal is no longer needed."""
@@ -228,56 +237,6 @@ class AnswerJournal:
         self.close()
 
 
-class WholeWrites:
-    """The journal's file, as the Arrow writer's sink: what it writes is held until `commit` puts it on disk
-    whole, or not at all (a write refused for space is cut back), so it can be made again later."""
-
-    closed = False
-
-    def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        self.size = 0  # bytes on disk
-        self._held = bytearray()
-
-    def write(self, data: Any) -> int:
-        self._held += data
-        return len(data)
-
-    def tell(self) -> int:
-        return self.size + len(self._held)
-
-    def flush(self) -> None:
-        pass  # `commit` is the flush: the Arrow writer's own would come between the parts of a batch
-
-    def commit(self) -> None:
-        done, view = 0, memoryview(self._held)
-        try:
-            while done < len(view):
-                done += os.pwrite(self._fd, view[done:], self.size + done)
-        except OSError:
-            os.ftruncate(self._fd, self.size)  # no torn batch: the file ends at its last whole one
-            raise
-        finally:
-            view.release()
-        self.size += done
-        self._held.clear()
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            os.close(self._fd)
-
-
-def _array(column: list[Any], kind: pa.DataType, rows: int) -> pa.Array:
-    """One column of a batch. Most of a chunk's columns hold one value throughout (its dataset, endpoint,
-    status; nulls where nothing failed): repeating it costs a fraction of converting every cell, and a
-    batch is a dozen columns of a few rows, written every 20 ms (measured: 700 to 300 µs for 16 rows)."""
-    first = column[0]
-    if column.count(first) != rows:
-        return pa.array(column, type=kind)
-    return pa.nulls(rows, kind) if first is None else pa.repeat(pa.scalar(first, kind), rows)
-
-
 def _json_bytes(body: Any) -> bytes:
     """The answer as JSON bytes: orjson (a tenth of json's cost on a specs answer), json for what it refuses."""
     try:
@@ -286,23 +245,23 @@ def _json_bytes(body: Any) -> bytes:
         return json.dumps(body, default=str).encode()
 
 
-def _loop_time() -> float:
-    """The running loop's clock (what `call_at` counts in), or the same monotonic clock outside one."""
-    try:
-        return asyncio.get_running_loop().time()
-    except RuntimeError:
-        return time.monotonic()
-
-
 # -- reading ---------------------------------------------------------------------------------
 @dataclass
 class Journal:
-    """What a journal file holds, up to its last complete batch."""
+    """What a journal file holds: every whole record up to the end, or up to the first damaged one.
+
+    `damage`: why reading stopped before the end (a record zeroed, bit-flipped, or cut with bytes after it,
+    or a header that is not a journal's), None when the file read whole; a torn last record, what a kill
+    leaves, is not damage (`torn` says it was there). Calls sent and never answered are rows too, with
+    `billing = 'unknown'`: in a damaged journal, those whose answer is in the unreadable part among them.
+    """
 
     path: Path
     run_id: str
     dataset: str
     table: pa.Table
+    damage: str | None = None
+    torn: bool = False
 
     def final_answers(self) -> list[tuple[str, str]]:
         """(VIN, outcome) for every VIN whose answer the journal holds."""
@@ -328,6 +287,7 @@ class Journal:
                     endpoint=columns["endpoint"][i], method=columns["method"][i], path=columns["path"][i], vin=vin,
                     status=columns["status"][i], attempt=columns["attempt"][i], latency_ms=columns["latency_ms"][i],
                     units=columns["units"][i], error=columns["error"][i], will_retry=outcome is None,
+                    call_id=columns["call_id"][i], unknown=columns["billing"][i] == UNKNOWN,
                 )
                 result.calls.append((columns["call_id"][i], record, columns["called_at"][i], None))
                 attempts[vin] += 1
@@ -358,10 +318,103 @@ def _failure(vin: str, dataset: str, status: int | None, message: str | None, re
 
 
 def read_journal(path: Path) -> Journal:
-    """Every complete batch of a journal; a batch cut short by a kill is dropped, never an error."""
+    """Every whole record of a journal, up to its end or to the first damaged record (`Journal.damage`).
+
+    Never raises on what a file holds: a journal cut by a kill reads back to its last whole record, and a
+    damaged one to the record before the damage.
+    """
     path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return _records(path, {}, [], damage=f"unreadable: {exc}")
+    if data.startswith(_MAGIC):
+        return _read_records(path, data)
+    if data[:4] == b"\xff\xff\xff\xff" or not data.strip(b"\0"):
+        if data and not data.strip(b"\0"):
+            return _records(path, {}, [], damage=f"zeroed: {len(data)} bytes, every one 0")
+        return _read_arrow_stream(path)  # the first format (fleet-answers/1), or an empty file
+    if _MAGIC.startswith(data):
+        return _records(path, {}, [], torn=True)  # killed while its first bytes were written: nothing sent yet
+    return _records(path, {}, [], damage="not a journal: its first bytes are neither format's")
+
+
+def _read_records(path: Path, data: bytes) -> Journal:
+    """The records of a fleet-answers/2 file (module docstring), checked one by one."""
+    meta: dict[str, Any] = {}
+    rows: list[tuple[list[Any], bytes | None]] = []
+    sent: dict[str, list[Any]] = {}
+    at, end = len(_MAGIC), len(data)
+    damage, torn = None, False
+    while at < end:
+        frame = data[at:at + _FRAME.size]
+        if len(frame) < _FRAME.size:
+            if _FRAME_MAGIC.startswith(frame[:2]) and any(frame):
+                torn = True
+            else:
+                damage = f"bad record header at byte {at} (of {end})"
+            break
+        magic, kind, length, head_crc, crc = _FRAME.unpack(frame)
+        if magic != _FRAME_MAGIC or zlib.crc32(frame[:8]) != head_crc:
+            damage = f"bad record header at byte {at} (of {end}){' (zeroed)' if not any(frame) else ''}"
+            break
+        start = at + _FRAME.size
+        if start + length > end:  # the header is sound, so its length is: the record was being written
+            torn = True
+            break
+        payload = data[start:start + length]
+        if zlib.crc32(payload) != crc:
+            damage = f"checksum mismatch in the record at byte {at} (of {end})"
+            break
+        try:
+            _take(kind, payload, meta, rows, sent)
+        except (ValueError, TypeError, IndexError, struct.error) as exc:
+            damage = f"unreadable record at byte {at} (of {end}): {exc}"
+            break
+        at = start + length
+    return _records(path, meta, rows, sent, damage=damage, torn=torn)
+
+
+def _take(kind: int, payload: bytes, meta: dict[str, Any], rows: list, sent: dict[str, list[Any]]) -> None:
+    if kind == _HEAD:
+        meta.update(orjson.loads(payload))
+    elif kind == _SENT:
+        intent = orjson.loads(payload)
+        sent[intent[0]] = intent
+    elif kind == _ROW:
+        (size,) = struct.unpack_from("<I", payload)
+        fields = orjson.loads(payload[4:4 + size])
+        has_body = fields.pop()
+        if len(fields) != len(_FIELDS):
+            raise ValueError(f"{len(fields)} fields, not {len(_FIELDS)}")
+        rows.append((fields, bytes(payload[4 + size:]) if has_body else None))
+    else:
+        raise ValueError(f"unknown record kind {kind}")
+
+
+def _records(path: Path, meta: dict[str, Any], rows: list[tuple[list[Any], bytes | None]],
+             sent: dict[str, list[Any]] | None = None, *, damage: str | None = None, torn: bool = False) -> Journal:
+    """The journal's table: its rows, then a row per call sent that no row answered (`billing` unknown)."""
+    answered = {fields[0] for fields, _ in rows}
+    for call_id, vin, endpoint, route, method, attempt, units, called in (sent or {}).values():
+        if call_id not in answered:
+            rows.append(([call_id, vin, endpoint, route, method, attempt, None, units, None, NO_ANSWER, called,
+                          None, None, None, None, None, UNKNOWN], None))
+    dataset = meta.get("dataset") or path.name.split("-", 1)[0]
+    columns: dict[str, list[Any]] = {name: [fields[i] for fields, _ in rows] for i, name in enumerate(_FIELDS)}
+    columns["dataset"] = [dataset] * len(rows)
+    columns["body"] = [body for _, body in rows]
+    arrays = [pa.array(columns[f.name], pa.int64()).cast(_TS) if f.name in _TIMES else pa.array(columns[f.name], f.type)
+              for f in SCHEMA]
+    return Journal(path, meta.get("run_id") or path.parent.parent.name, dataset,
+                   pa.Table.from_arrays(arrays, schema=SCHEMA), damage, torn)
+
+
+def _read_arrow_stream(path: Path) -> Journal:
+    """A journal of the first format (an Arrow IPC stream, batches every 20 ms), left by a run of an older version:
+    every complete batch; a batch cut short by a kill is dropped."""
     batches: list[pa.RecordBatch] = []
-    schema = SCHEMA
+    schema = None
     try:
         with pa.OSFile(str(path), "rb") as source:
             reader = pa.ipc.open_stream(source)
@@ -375,10 +428,13 @@ def read_journal(path: Path) -> Journal:
                     break  # the last batch was being written when the process died
     except (pa.ArrowInvalid, OSError):
         pass  # killed before the header was whole: nothing was answered yet
-    meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    meta = {k.decode(): v.decode() for k, v in ((schema.metadata if schema else None) or {}).items()}
     dataset = meta.get("dataset") or path.name.split("-", 1)[0]
-    run_id = meta.get("run_id") or path.parent.parent.name
-    return Journal(path, run_id, dataset, pa.Table.from_batches(batches, schema=SCHEMA))
+    old = pa.Table.from_batches(batches, schema=schema) if batches else None
+    columns = [old.column(f.name) if old is not None and f.name in old.column_names
+               else pa.nulls(old.num_rows if old is not None else 0, f.type) for f in SCHEMA]
+    table = pa.Table.from_arrays(columns, schema=SCHEMA)
+    return Journal(path, meta.get("run_id") or path.parent.parent.name, dataset, table)
 
 
 # -- recovery -------------------------------------------------------------------------------

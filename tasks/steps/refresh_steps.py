@@ -83,8 +83,10 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
     db = run.store
     if rows:
         db.land("run_datasets", pl.DataFrame(rows, schema={"dataset": pl.String, **RUN_DATASET_COLUMNS}), run_id)
-    db.finish_run(run_id, summary["status"], counts=summary["ingest"], units_used=summary["units"],
-                  message=summary.get("message"))
+    db.finish_run(run_id, summary["status"], counts=summary["ingest"],
+                  units_used=summary["units"] + (summary.get("possible_units") or 0), message=summary.get("message"))
+    if kept := run.staging.quarantined():  # damaged journals of any run, until a person deals with them
+        summary["quarantined_journals"], summary["quarantine_folder"] = len(kept), str(run.staging.quarantine_dir)
     summary = lead_with_changes(summary, run_changes(db, run_id))  # recorded as its answers landed
     # A stopped run writes no lake and no report: the next run's export and report catch up with the
     # store (the lake compares fingerprints), and a stop must end in seconds (docs/stopping.md).

@@ -208,7 +208,7 @@ class FetchAccess(BaseModel):
 def chunk_counts(result: ChunkResult) -> dict[str, Any]:
     return {"found": len(result.found), "no_data": len(result.no_data), "failed": len(result.failed),
             "pending": len(result.pending), "calls": len(result.calls), "units": result.units,
-            "stop_reason": result.stop_reason}
+            "possible_units": result.possible_units, "stop_reason": result.stop_reason}
 
 
 def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int, budget_left: int | None,

@@ -68,7 +68,7 @@ def _answers(n: int) -> ChunkResult:
 
 def _journal(tmp_path, result: ChunkResult):
     """The answers as a fetch journals them: one call row per answer, the body as bytes."""
-    with AnswerJournal.create(tmp_path, "bench", "specs", batch_rows=4096) as journal:
+    with AnswerJournal.create(tmp_path, "bench", "specs") as journal:
         for i, (vin, body, at) in enumerate(result.found):
             call = CallRecord(endpoint="specs", method="GET", path="/specs", vin=vin, status=200, attempt=1,
                               latency_ms=1.0, units=1, error=None, will_retry=False)

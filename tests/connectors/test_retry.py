@@ -56,7 +56,21 @@ async def test_transient_failure_then_success_returns_the_result(scripted):
     assert result.attributes.year == 2019
     assert h.attempts == 3
     assert [c.status for c in h.calls] == [503, None, 200]
-    assert [c.units for c in h.calls] == [0, 0, 1]  # only the answered call costs
+    assert [c.units for c in h.calls] == [0, 0, 1]  # only the answered call costs (a refused one never left)
+    assert not any(c.unknown for c in h.calls)
+
+
+async def test_a_call_sent_and_never_answered_may_have_cost_what_the_spec_prices_it(scripted):
+    """A read timeout or a dropped connection: the request left, the service may have billed it. The client says
+    so before sending (`on_send`, with the call's id) and after (`unknown`, with what it may have cost)."""
+    ok = reply(200, {"success": True, "input": {"vin": VIN}, "attributes": {"year": "2019", "make": "Honda"}})
+    h = scripted(httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("dropped"), ok, policy=POLICY)
+    sent = []
+    h.client._on_send = sent.append
+    await h.client.specs(VIN)
+    assert [(c.status, c.units, c.unknown) for c in h.calls] == [(None, 1, True), (None, 1, True), (200, 1, False)]
+    assert [i.call_id for i in sent] == [c.call_id for c in h.calls] and len(set(i.call_id for i in sent)) == 3
+    assert [(i.endpoint, i.vin, i.attempt, i.units) for i in sent] == [("specs", VIN, n, 1) for n in (1, 2, 3)]
 
 
 @pytest.mark.parametrize("exc", [httpx.ConnectError("refused"), httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("dropped")])

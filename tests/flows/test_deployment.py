@@ -43,7 +43,10 @@ def server(tmp_path_factory) -> Iterator[dict[str, str]]:
     """A Prefect server on a loopback port with its own home; the environment its clients need."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VDS_", "PREFECT_", "FLEET_"))}
     with prefect_server(tmp_path_factory.mktemp("prefect-server-home")) as server_env:
-        yield env | server_env | {"PYTHONUNBUFFERED": "1"}
+        # A worker's flow runs start `python -m fleet_data.flows.engine` (prefect.yaml): this environment's
+        # Python, as in an activated virtualenv.
+        yield env | server_env | {"PYTHONUNBUFFERED": "1",
+                                  "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
 
 @pytest.fixture(scope="module")

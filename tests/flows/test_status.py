@@ -231,3 +231,27 @@ def test_status_tells_not_applicable_vins_from_pending_ones(tmp_path, capsys):
     }
     assert main(["status", "--db", path]) == 0
     assert "not applicable" in capsys.readouterr().out
+
+
+def test_status_shows_spend_as_known_plus_possible_and_the_journals_in_quarantine(tmp_path, capsys):
+    """A killed run's calls in flight are in the ledger as `unknown` (docs/ledger.md): status counts them apart,
+    and lists the damaged journals a run kept in the staging area's quarantine folder."""
+    path = str(tmp_path / "fleet.duckdb")
+    at = max(datetime.now(timezone.utc), month_start() + timedelta(minutes=10)) - timedelta(minutes=5)
+    with open_database(path) as db:
+        db.start_run("refresh", [], run_id="killed", started_at=at)
+        calls = _calls([("/specs", 200, 1)] * 3 + [("/specs", None, 1)] * 2, at)
+        db.land("api_calls", calls.with_columns(billing=pl.Series(["known"] * 3 + ["unknown"] * 2)), "killed")
+    publish(path)
+    kept = tmp_path / "staging" / "quarantine" / "killed" / "specs-0123456789ab.arrows"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(bytes(64))
+
+    assert main(["status", "--db", path, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert (status["units_this_month_total"], status["possible_units_this_month_total"]) == (5, 2)
+    assert [(r["run_id"], r["units"], r["possible_units"]) for r in status["runs"]] == [("killed", 5, 2)]
+    assert status["quarantined_journals"] == [str(kept)]
+    assert main(["status", "--db", path]) == 0
+    out = capsys.readouterr().out
+    assert "3 known + 2 possible = 5 units" in out and "in quarantine" in out and kept.name in out
