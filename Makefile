@@ -35,9 +35,10 @@ demo: $(RUNTIME)
 	@test -f data/lake/report.html && echo "Fleet report: $(CURDIR)/data/lake/report.html (open it in a browser)"
 	@test -f data/lake/todo.csv && echo "To-do list: $(CURDIR)/data/lake/todo.csv (for spreadsheets)"
 
-# Two workers, a whole test file per worker: a file's module fixtures (servers, sandboxes, killed runs) start once.
+# Three workers on two cores (much of a test is waiting on a subprocess), a whole test file per worker: a file's
+# module fixtures (servers, sandboxes, killed runs) start once.
 test: install
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile
 
 bench: install
 	$(BIN)/python -m pytest -q -m bench -s tests/bench
