@@ -9,13 +9,9 @@ the SQL it runs comes from the wheel. The sandbox it calls is `fleet sandbox` fr
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import subprocess
 import sysconfig
-import threading
 import tomllib
 import zipfile
 from collections.abc import Iterator
@@ -26,7 +22,7 @@ import polars as pl
 import pytest
 
 from tests.prefect_server import prefect_server
-from tests.wheel_venv import INSTALL_TIMEOUT_SECONDS, build_wheel, clean_env, run, session_work_dir, wheel_venv
+from tests.wheel_venv import INSTALL_TIMEOUT_SECONDS, build_wheel, clean_env, installed_sandbox, run, session_work_dir, wheel_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "packaging_test_key_3a9e"
@@ -59,27 +55,6 @@ def installed(tmp_path_factory) -> Path:
     return bin_dir
 
 
-@contextlib.contextmanager
-def _sandbox(fleet: Path, cwd: Path, env: dict[str, str]) -> Iterator[str]:
-    process = subprocess.Popen([str(fleet), "sandbox", "--port", "0"], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    try:
-        first: list[str] = []
-        reader = threading.Thread(target=lambda: first.append(process.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(30)
-        assert first and first[0].startswith("SANDBOX_URL="), f"fleet sandbox did not start: {first}"
-        yield first[0].strip().split("=", 1)[1]
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[dict[str, str]]:
     with prefect_server() as env:
@@ -107,7 +82,7 @@ def test_the_installed_wheel_refreshes_a_fleet_from_any_folder(installed, server
                            capture_output=True, text=True, timeout=60)
     assert alone.returncode != 0 and "No module named 'tasks'" in alone.stderr
 
-    with _sandbox(fleet, elsewhere, env) as url:
+    with installed_sandbox(fleet, elsewhere, env) as url:
         done = run([str(fleet), "refresh", "small.csv", "--datasets", "specs", "--lake", "", "--json"],
                    cwd=elsewhere, env={**env, "VDS_BASE_URL": url, "VDS_API_KEY": KEY}, timeout=240)
     summary = json.loads(done.stdout)

@@ -15,12 +15,15 @@ Prefect worker) asks for the same venv.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,3 +113,26 @@ def wheel_venv(work: Path, extras: Iterable[str] = ()) -> Path:
     _locked_once(work, venv.name, build)
     _venvs[key] = venv / "bin"
     return _venvs[key]
+
+
+@contextlib.contextmanager
+def installed_sandbox(fleet: Path, cwd: Path, env: dict[str, str], *options: str) -> Iterator[str]:
+    """`fleet sandbox` of an installed wheel on a free loopback port, in a session of its own; its URL. Stopped
+    (its group, by the process id) on exit."""
+    process = subprocess.Popen([str(fleet), "sandbox", "--port", "0", *options], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        first: list[str] = []
+        reader = threading.Thread(target=lambda: first.append(process.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(60)
+        assert first and first[0].startswith("SANDBOX_URL="), f"fleet sandbox did not start: {first}"
+        yield first[0].strip().split("=", 1)[1]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)

@@ -25,7 +25,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.wheel_venv import session_work_dir, wheel_venv
+from tests.wheel_venv import installed_sandbox, session_work_dir, wheel_venv
 from .conftest import sample_rows
 
 psutil = pytest.importorskip("psutil")
@@ -131,19 +131,10 @@ def sandbox(bin_dir, tmp_path_factory) -> Iterator[object]:
     from fleet_data.connectors.sandbox.runner import Sandbox
 
     home = tmp_path_factory.mktemp("sandbox")
-    process = subprocess.Popen([str(bin_dir / "fleet"), "sandbox", "--port", "0", "--journal"], cwd=home,
-                               env=_clean_env(home), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        first: list[str] = []
-        reader = threading.Thread(target=lambda: first.append(process.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(60)
-        assert first and first[0].startswith("SANDBOX_URL="), f"fleet sandbox did not start: {first}"
-        handle = Sandbox(first[0].strip().split("=", 1)[1])
+    with installed_sandbox(bin_dir / "fleet", home, _clean_env(home), "--journal") as url:
+        handle = Sandbox(url)
         yield handle
         handle._admin.close()
-    finally:
-        _stop(process, timeout=15)
 
 
 @pytest.fixture(scope="module")

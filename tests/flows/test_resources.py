@@ -27,6 +27,7 @@ import pytest
 
 from fleet_data.connectors.sandbox import Sandbox
 from fleet_data.tasks.store.database import open_database
+from tests.small_disk import tmpfs
 
 from .conftest import sample_rows
 
@@ -108,13 +109,8 @@ def _rows(db: str, sql: str) -> list[tuple]:
 @pytest.fixture
 def small_disk(tmp_path):
     """A 48 MB tmpfs mounted for the test (unmounted after it), or a skip where mounting is not allowed."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(disk)], capture_output=True)
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=False)
+    with tmpfs(tmp_path / "disk", "48m") as disk:
+        yield disk
 
 
 def _fill(disk: Path) -> Path:

@@ -15,6 +15,7 @@ import pytest
 
 from fleet_data.tasks.control import resources, stops
 from fleet_data.tasks.staging.journal import AnswerJournal, read_journal
+from tests.small_disk import tmpfs
 
 RUN = "20260101T000000Z-resources"
 AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -22,13 +23,8 @@ AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 @pytest.fixture
 def tiny_disk(tmp_path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], capture_output=True)
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode(errors='replace').strip()}")
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=False)
+    with tmpfs(tmp_path / "disk", "2m") as disk:
+        yield disk
 
 
 @pytest.fixture
