@@ -30,17 +30,15 @@ import pytest
 from fleet_data.connectors.sandbox import Sandbox
 from fleet_data.flows.exitcodes import CANCELLED, COMPLETED
 from fleet_data.tasks.ingest.fleet_files import read_fleet
-from fleet_data.tasks.land.recover import land_journals
 from fleet_data.tasks.run import lock as runlock
-from fleet_data.tasks.staging.area import StagingArea
 from fleet_data.tasks.store.database import open_database
 
 from ..connectors.receiver import TrickleReceiver
+from .test_stopping import PER_VIN, next_run_lands_every_answer_paid
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample_fleet.csv"
 CHANGED_VIN = "1G1FB1RX0GU436062"
-PER_VIN = {"/specs": "specs", "/v2/marketvalue": "market_value", "/v1/recalls": "recalls"}
 STOPPED_WITHIN = 10.0  # seconds from SIGTERM to the command's exit: the goal, on a loaded machine
 
 
@@ -227,12 +225,4 @@ def test_sigterm_mid_fetch_on_a_loaded_machine_exits_within_seconds_with_nothing
         assert status == "cancelled" and finished is not None  # its end recorded before it exited
         assert sum(dict(store.sql("SELECT dataset, pending FROM run_datasets WHERE run_id = $r",
                                   {"r": run_id}).rows()).values()) > 0
-        # Nothing paid is lost: what the stopped run did not land, the next run lands first (its plan step).
-        land_journals(store, StagingArea.beside(str(db), "the-next-run").root, besides="the-next-run")
-        calls = [c for c in sandbox.journal() if c["key"] == key]
-        assert store.sql("SELECT count(*) FROM api_calls").item() == len(calls)
-        answered = {(PER_VIN[c["endpoint"]], c["vin"]) for c in calls
-                    if c["endpoint"] in PER_VIN and c["status"] in (200, 404)}
-        landed = set(store.sql("SELECT dataset, vin FROM fetch_status WHERE dataset <> 'recalls' "
-                               "UNION ALL SELECT 'recalls', vin FROM recall_checks WHERE checked_via = 'vin'").rows())
-        assert answered and answered <= landed
+        next_run_lands_every_answer_paid(store, db, sandbox.journal(), key)  # nothing paid is lost

@@ -35,6 +35,18 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data" / "sample_fleet.csv"
 DATASETS = ("specs", "market_value", "recalls")
 PER_VIN = {"/specs": "specs", "/v2/marketvalue": "market_value", "/v1/recalls": "recalls"}
+
+
+def next_run_lands_every_answer_paid(store, db: Path, journal: list[dict], key: str) -> None:
+    """What a stopped run did not land, the next run lands first (its plan step, tasks/land/recover.py); then
+    every call the sandbox saw for `key` is recorded, and every answer it gave landed."""
+    land_journals(store, StagingArea.beside(str(db), "next-run").root, besides="next-run")
+    calls = [c for c in journal if c["key"] == key]
+    assert store.sql("SELECT count(*) FROM api_calls").item() == len(calls)
+    answered = {(PER_VIN[c["endpoint"]], c["vin"]) for c in calls if c["endpoint"] in PER_VIN and c["status"] in (200, 404)}
+    landed = set(store.sql("SELECT dataset, vin FROM fetch_status WHERE dataset <> 'recalls' "
+                           "UNION ALL SELECT 'recalls', vin FROM recall_checks WHERE checked_via = 'vin'").rows())
+    assert answered and answered <= landed
 OPTIONS = ["--lake", "", "--datasets", ",".join(DATASETS), "--chunk-size", "50", "--concurrency", "4"]
 # A worker's flow-run process: the flow called directly, with Prefect's own handling of SIGTERM around it.
 AS_A_WORKER = """
@@ -136,16 +148,7 @@ def test_a_stop_signal_ends_the_run_cancelled_with_nothing_lost(how, sig, faulty
     with open_database(str(db)) as store:
         (run_id, status), = store.sql("SELECT run_id, status FROM runs").rows()
         assert status == "cancelled"
-        # What the stopped run did not land, the next run lands first (its plan step, tasks/land/recover.py)...
-        land_journals(store, StagingArea.beside(str(db), "next-run").root, besides="next-run")
-        # ...then every call made is recorded, and every answer received landed.
-        calls = [c for c in faulty_sandbox.journal() if c["key"] == key]
-        assert store.sql("SELECT count(*) FROM api_calls").item() == len(calls)
-        answered = {(PER_VIN[c["endpoint"]], c["vin"]) for c in calls
-                    if c["endpoint"] in PER_VIN and c["status"] in (200, 404)}
-        landed = set(store.sql("SELECT dataset, vin FROM fetch_status WHERE dataset <> 'recalls' "
-                               "UNION ALL SELECT 'recalls', vin FROM recall_checks WHERE checked_via = 'vin'").rows())
-        assert answered and answered <= landed
+        next_run_lands_every_answer_paid(store, db, faulty_sandbox.journal(), key)
         pending = dict(store.sql("SELECT dataset, pending FROM run_datasets WHERE run_id = $r", {"r": run_id}).rows())
         assert sum(pending.values()) > 0  # the rest stays pending...
         # ...and nothing is lost: the next plan asks for every VIN that has no answer yet, and only for those.
