@@ -32,7 +32,12 @@ class Credits:
 
 
 class VehicleDataError(Exception):
-    """Base of every error the client raises. Messages never contain the API key."""
+    """Base of every error the client raises. Messages never contain the API key.
+
+    `retryable`: whether asking again later may get an answer (a 5xx, a timeout, a dropped connection), as
+    `failures.retryable` records it and the next refresh plans it; not whether the client retries in place,
+    which is connectors/retry.py's policy (a 500 is retried once there, yet worth asking again next run).
+    """
 
     retryable: bool = False
 
@@ -88,7 +93,9 @@ class APIStatusError(VehicleDataError):
         self.code: str | None = self.body.get("code")
         self.error_code: str | None = self.body.get("error") or None
         self.retry_after = retry_after
-        self.retryable = bool(self.body.get("retryable", type(self).retryable))
+        # An answer that says it failed under a success status (200, `success: false`) is the service's word on
+        # that input, not a fault that passes.
+        self.retryable = bool(self.body.get("retryable", type(self).retryable and not 200 <= status < 300))
 
     def __str__(self) -> str:
         return f"{self.status} {self.message}" if self.status else self.message
@@ -168,13 +175,16 @@ class QuotaExceededError(APIStatusError):
 
 
 class InternalServerError(APIStatusError):
-    """500: retried once."""
+    """500: retried once in place; worth asking again at the next run."""
 
     status_code = 500
+    retryable = True
 
 
 class ProviderAuthenticationError(InternalServerError):
     """500 CV-001/CV-002: the service failed to authenticate upstream; never retried automatically."""
+
+    retryable = False
 
 
 class UpstreamError(APIStatusError):

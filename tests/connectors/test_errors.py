@@ -104,3 +104,31 @@ async def test_non_json_error_body_keeps_status_and_text(scripted):
     with pytest.raises(e.BadGatewayError) as caught:
         await h.client.specs(VIN)
     assert "Bad Gateway" in caught.value.message
+
+
+# Whether asking again at the next run may help (failures.retryable, what the next refresh plans again), as the
+# data dictionary states it: 5xx and answers that never came, yes; a 4xx that cannot change, no. Not the client's
+# own retries in place (connectors/retry.py: a 500 is retried once there).
+RETRY_NEXT_RUN = [
+    (500, {"message": "Internal server error"}, True),
+    (502, {"message": "Could not fetch data", "retryable": True}, True),
+    (503, {"message": "Cannot access the internet at this time", "retryable": True}, True),
+    (504, {"message": "Request timed out. Please try again."}, True),
+    (500, {"message": "Unable to authenticate internal request (code CV-001). Please try again later"}, False),
+    (500, {"message": "Missing vin (vehicle identification number)"}, False),  # a legacy route's validation
+    (400, {"message": "Invalid VIN"}, False),
+    (404, {"message": "This feature is not enabled for your account"}, False),
+    (404, {"message": "Invalid state or country code."}, False),
+    (405, {"message": "Method not allowed. Only POST is allowed."}, False),
+    (200, {"message": "No data found for this VIN"}, False),  # `success: false` under a 200: the service's word
+]
+
+
+@pytest.mark.parametrize(("status", "body", "retryable"), RETRY_NEXT_RUN,
+                         ids=[f"{s}-{b['message'][:24]}" for s, b, _ in RETRY_NEXT_RUN])
+def test_a_failure_is_retryable_at_the_next_run_as_the_dictionary_says(status, body, retryable):
+    assert e.error_from_response(status, {"success": False, **body}).retryable is retryable
+
+
+def test_an_answer_that_never_came_is_retryable():
+    assert e.APITimeoutError("read timed out").retryable and e.APIConnectionError("reset").retryable
