@@ -180,13 +180,13 @@ def raw_answer(spec: Dataset, body: Any, sent: bytes | None = None) -> bytes:
     `sent`: the bytes the service sent (redacted), kept as they are; else `body` is serialised.
     """
     if not isinstance(body, dict):
-        raise e.MalformedResponseError(f"{spec.endpoint} answered 200 with a body that is not a JSON object",
+        raise e.MalformedResponseError(f"{ENDPOINTS[spec.endpoint].path} answered 200 with a body that is not a JSON object",
                                        endpoint=spec.endpoint, status=200)
     for member, kind in spec.shape.items():
         value = body.get(member)
         if value is not None and not isinstance(value, kind):
             raise e.MalformedResponseError(
-                f"{spec.endpoint} answered 200 with a body that does not match its schema ({member}: not "
+                f"{ENDPOINTS[spec.endpoint].path} answered 200 with a body that does not match its schema ({member}: not "
                 f"{'an object' if kind is dict else 'a list'})", endpoint=spec.endpoint, status=200)
     if sent is not None:
         return sent
@@ -205,6 +205,7 @@ def _failure(vin: str, dataset: str, exc: e.VehicleDataError, attempts: int) -> 
         "retryable": exc.retryable,
         "attempts": max(attempts, 1),
         "fetched_at": _now(),
+        "endpoint": ENDPOINTS[exc.endpoint].path if exc.endpoint in ENDPOINTS else None,  # as api_calls has it
     }
 
 

@@ -291,7 +291,7 @@ def api_calls_frame(calls: Sequence[tuple[str, CallRecord, datetime, str | None]
 
 FAILURE_SCHEMA: Schema = {
     "vin": pl.String, "dataset": pl.String, "status": pl.Int32, "message": pl.String, "retryable": pl.Boolean,
-    "attempts": pl.Int32, "fetched_at": TS,
+    "attempts": pl.Int32, "fetched_at": TS, "endpoint": pl.String,  # the path called, as api_calls has it
 }
 
 

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping
 import duckdb
 import pyarrow as pa
 
+from fleet_data.connectors import ENDPOINTS
 from fleet_data.tasks.datasets import REGISTRY, Live, by_fetch_name
 from fleet_data.tasks.datasets import table as table_declaration
 from fleet_data.tasks.store.database import SQL_DIR, _bind, _statements
@@ -82,8 +83,9 @@ def landing_tables(dataset: str) -> list[str]:
 
 
 def bookkeeping_params(dataset: str) -> dict[str, str]:
-    """What the bookkeeping statements bind: the dataset failures and raw answers are recorded under, the endpoint."""
-    return {"dataset": FAILURE_DATASET.get(dataset, dataset), "endpoint": by_fetch_name()[dataset].endpoint}
+    """What the bookkeeping statements bind: the dataset failures and raw answers are recorded under, the endpoint
+    as the service's path (what `api_calls.endpoint` holds, so the tables join on it)."""
+    return {"dataset": FAILURE_DATASET.get(dataset, dataset), "endpoint": ENDPOINTS[by_fetch_name()[dataset].endpoint].path}
 
 
 def staged_tables(dataset: str, answers: pa.Table) -> dict[str, pa.Table]:

@@ -353,7 +353,8 @@ class _Steps:
         missing = [v for v in dict.fromkeys(batch.vins) if v not in seen]
         failures = [{"vin": v, "dataset": "recalls", "status": None,
                      "message": f"batch {batch_id} ended {done.status_text} without a result for this VIN",
-                     "retryable": True, "attempts": 1, "fetched_at": at} for v in missing]
+                     "retryable": True, "attempts": 1, "fetched_at": at, "endpoint": ENDPOINTS["recalls-batch-results"].path}
+                    for v in missing]
         frames = {
             "recall_checks": staging.recall_checks_from_batch(items, batch_id, at),
             "fetch_status": fetch_status_frame("recalls", [(i.vin, at) for i in items], []),
@@ -362,7 +363,7 @@ class _Steps:
                                           completed_at=done.completedAt or at, processed_vins=len(items)),
             "api_calls": staging.api_calls_frame(batch.calls.take()),
             "raw_responses": staging.raw_responses_frame([{
-                "dataset": "recalls", "vin": None, "batch_id": batch_id, "endpoint": "recalls-batch-results",
+                "dataset": "recalls", "vin": None, "batch_id": batch_id, "endpoint": ENDPOINTS["recalls-batch-results"].path,
                 "request_params": {"batchId": batch_id}, "status": 200,
                 "body": {"job": done.model_dump(mode="json", exclude={"batchToken"}), "results": [i.model_dump() for i in items]},
                 "fetched_at": at}]),
@@ -421,7 +422,8 @@ def _refuse(db, run_id, calls, vins, key, chunk_path, exc, outcome) -> None:  # 
     at = _now()
     reason = f"refused at submit: {exc.status} {exc.message}"
     failures = [{"vin": v, "dataset": "recalls", "status": exc.status, "message": f"recall batch {reason}",
-                 "retryable": False, "attempts": 1, "fetched_at": at} for v in dict.fromkeys(vins)]
+                 "retryable": False, "attempts": 1, "fetched_at": at, "endpoint": ENDPOINTS["recalls-batch-submit"].path}
+                for v in dict.fromkeys(vins)]
     frames = {
         # `refused:<key>` replaces the `pending:<key>` entry (same idempotency key): no run resubmits it.
         "recall_batches": _ledger_row(None, batch_id=f"refused:{key}", status="failed", idempotency_key=key,

@@ -153,7 +153,7 @@ def _listing_frames(rows: list[dict[str, Any]], settled: list[dict[str, Any]], p
             schema=staging.RECALL_CHECK_SCHEMA, orient="row",
         )
         frames["raw_responses"] = staging.raw_responses_frame([{
-            "dataset": "recalls", "vin": None, "batch_id": None, "endpoint": "recalls-ymm",
+            "dataset": "recalls", "vin": None, "batch_id": None, "endpoint": ENDPOINTS["recalls-ymm"].path,
             "request_params": {"year": first["year"], "make": first["make"], "model": first["model"]},
             "status": 200, "body": listing.raw, "fetched_at": at}])
     return frames

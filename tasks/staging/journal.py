@@ -275,7 +275,7 @@ class Journal:
         same ones); one that no longer parses becomes a failure, and its raw answer still lands.
         """
         result = ChunkResult(self.dataset)
-        model = ENDPOINTS[DATASETS[self.dataset].endpoint].model
+        model, path = ENDPOINTS[DATASETS[self.dataset].endpoint].model, ENDPOINTS[DATASETS[self.dataset].endpoint].path
         assert model is not None  # a dataset's endpoint answers JSON (only the batch CSV download has no model)
         columns = self.table.to_pydict()
         attempts: Counter[str] = Counter()
@@ -296,7 +296,8 @@ class Journal:
                 try:
                     answer = model.from_payload(json.loads(columns["body"][i]), DATASETS[self.dataset].endpoint)
                 except (MalformedResponseError, ValueError) as exc:
-                    result.failed.append(_failure(vin, self.dataset, 200, str(exc), False, attempts[vin], at))
+                    result.failed.append(_failure(vin, self.dataset, 200, str(exc), False, attempts[vin], at,
+                                                 columns["path"][i] or path))
                     continue
                 result.found.append((vin, answer, at))
                 result.requests[vin] = json.loads(columns["request"][i]) if columns["request"][i] else {}
@@ -304,7 +305,7 @@ class Journal:
                 result.no_data.append((vin, at))
             elif outcome == "failed":
                 result.failed.append(_failure(vin, self.dataset, columns["status"][i], columns["message"][i],
-                                              columns["retryable"][i], attempts[vin] or 1, at))
+                                              columns["retryable"][i], attempts[vin] or 1, at, columns["path"][i] or path))
             elif outcome == "pending":
                 result.pending.append(vin)
                 result.stop_reason = result.stop_reason or columns["message"][i]
@@ -312,9 +313,9 @@ class Journal:
 
 
 def _failure(vin: str, dataset: str, status: int | None, message: str | None, retryable: bool | None,
-             attempts: int, at: datetime) -> dict[str, Any]:
+             attempts: int, at: datetime, path: str | None) -> dict[str, Any]:
     return {"vin": vin, "dataset": dataset, "status": status, "message": message, "retryable": retryable,
-            "attempts": attempts, "fetched_at": at}
+            "attempts": attempts, "fetched_at": at, "endpoint": path}
 
 
 def read_journal(path: Path) -> Journal:

@@ -143,6 +143,7 @@ def plan_backfill(run_id: str, datasets: list[str], vins: list[str] | None, vins
     db.start_run("backfill", [], parameters, run_id=run_id, prefect_flow_run_id=flow_run.id)
     frames = due_frames(db, datasets, vins, failures_of, all_failures)
     plan = plan_from_frames(run_id, frames, datasets, current(run_id).staging.run_dir)
+    current(run_id).planned = {name: d.path for name, d in plan.datasets.items()}  # what it leaves pending, at its end
     reporter = progress.current()
     for name, d in plan.datasets.items():
         if d.due:
@@ -177,10 +178,10 @@ def parse_raw_rows(dataset: str, rows: list[dict[str, Any]]) -> tuple[dict[str, 
         run, at = row["run_id"], row["fetched_at"]
         try:
             body = json.loads(row["body"]) if isinstance(row["body"], str) else row["body"]
-            if dataset == "recalls" and row["endpoint"] == "recalls-batch-results":
+            if dataset == "recalls" and row["endpoint"] == ENDPOINTS["recalls-batch-results"].path:
                 items = [m.BatchResultItem.model_validate(i) for i in body.get("results") or []]
                 batch_checks[run].append(staging.recall_checks_from_batch(items, row["batch_id"], at))
-            elif dataset == "recalls" and row["endpoint"] != "recalls" or not row["vin"]:
+            elif dataset == "recalls" and row["endpoint"] != ENDPOINTS["recalls"].path or not row["vin"]:
                 counts["skipped"] += 1  # a model listing: which VINs it settled is not in the answer
                 continue
             else:

@@ -150,3 +150,25 @@ async def test_a_killed_runs_journal_lands_its_staged_tables_and_both_files_go(s
     assert first and all(makes[vin] == "Staged" for vin in first)
     assert all(make != "Staged" for vin, make in makes.items() if vin not in first)
     assert not list(answers.iterdir())
+
+
+@pytest.mark.parametrize("dataset", ["market_value", "recall_details"])
+async def test_raw_answers_failures_and_calls_name_an_endpoint_alike_so_they_join(sandbox, tmp_path, dataset):
+    """One endpoint name across the tables (issue 30): the service's path, as `api_calls.endpoint` has it."""
+    from fleet_data.connectors import ENDPOINTS
+
+    key = f"endpoint_names_{dataset}"
+    settings = Settings(api_key=key, base_url=sandbox.url, retry=QUICK_RETRIES)
+    with AnswerJournal.create(tmp_path, RUN, dataset, secrets=(key,)) as journal:
+        await fetch_chunk(dataset, ROWS, calls=Calls(settings=settings, concurrency=3), journal=journal)
+    with open_database(tmp_path / "names.duckdb") as db:
+        land_answers(db, RUN, dataset, read_journal(journal.path).table)
+        paths = {e.path for e in ENDPOINTS.values()}
+        called = set(db.sql("SELECT DISTINCT endpoint FROM api_calls")["endpoint"].to_list())
+        stored = set(db.sql("SELECT DISTINCT endpoint FROM raw_responses")["endpoint"].to_list())
+        failed = set(db.sql("SELECT DISTINCT endpoint FROM failures")["endpoint"].to_list())
+        assert called <= paths and stored and failed  # the 500 VIN failed
+        assert stored <= called and failed <= called
+        joined = db.sql("SELECT count(*) FROM raw_responses AS r JOIN (SELECT DISTINCT endpoint FROM api_calls) "
+                        "USING (endpoint)").item()
+        assert joined == db.sql("SELECT count(*) FROM raw_responses").item()
