@@ -17,6 +17,7 @@ A dataset declares the markets it answers for (`tasks.enrich.DATASETS`); `None` 
 from __future__ import annotations
 
 from collections.abc import Collection
+from pathlib import Path
 
 import polars as pl
 
@@ -85,3 +86,71 @@ def in_scope(frame: pl.DataFrame, markets: Collection[str] | None) -> pl.DataFra
         return frame
     wanted = set(markets) | ({NORTH_AMERICAN_VIN} if NORTH_AMERICA & set(markets) else set())
     return frame.filter(pl.col("market").is_in(sorted(wanted)))
+
+
+# --- the same rule in SQL, for the views that say per VIN what a dataset answers (vin_status) --------------
+
+REGISTRY_SQL = Path(__file__).resolve().parents[2] / "sql" / "views" / "00_registry.sql"
+
+
+def _sql_list(values: Collection[str]) -> str:
+    return ", ".join("'" + v.replace("'", "''") + "'" for v in sorted(values))
+
+
+def registry_sql() -> str:
+    """sql/views/00_registry.sql: the market rule above and the registry's datasets (tasks/datasets.py) as DuckDB
+    macros. Written by `python -m fleet_data.tasks.ingest.markets`; tests/sql/test_vin_status.py holds the file
+    to this text and the macro to `with_market`."""
+    from fleet_data.tasks.datasets import REGISTRY
+
+    def accepted(markets: Collection[str]) -> set[str]:  # in_scope's set: a North American VIN where NA applies
+        return set(markets) | ({NORTH_AMERICAN_VIN} if NORTH_AMERICA & set(markets) else set())
+
+    scoped = {n: d.markets for d in REGISTRY.values() for n in dict.fromkeys((d.name, d.fetched_as))
+              if d.markets is not None}
+    country = "\n".join(f"        WHEN '{name}' THEN '{code}'" for name, code in COUNTRY_NAMES.items())
+    applies_sql = "\n".join(f"    WHEN '{n}' THEN market IN ({_sql_list(accepted(m))})" for n, m in scoped.items())
+    markets_sql = "\n".join(f"    WHEN '{n}' THEN '{', '.join(sorted(m))}'" for n, m in scoped.items())
+    return f"""-- Generated from tasks/ingest/markets.py and tasks/datasets.py (python -m fleet_data.tasks.ingest.markets); do not edit.
+-- The planner's rules as macros, for views that say per VIN what each dataset can answer (vin_status).
+
+-- A code as the fleet file gives it, compared as the planner compares it: trimmed, upper case.
+CREATE OR REPLACE MACRO fleet_code(text) AS upper(regexp_replace(CAST(text AS VARCHAR), '^\\s+|\\s+$', '', 'g'));
+
+-- Where a vehicle is registered, first match wins: the file's country (ISO alpha-2 or a known name), its state
+-- or province (US, then Canada, then Australia), a North American VIN (first character 1-5) or one /specs decoded
+-- without its international fallback ('{NORTH_AMERICAN_VIN}'), else '{INTERNATIONAL}'.
+CREATE OR REPLACE MACRO vehicle_market(vin, state, country, specs_international) AS coalesce(
+    CASE fleet_code(country)
+{country}
+    END,
+    CASE WHEN regexp_full_match(fleet_code(country), '[A-Z]{{2}}') THEN fleet_code(country) END,
+    CASE WHEN fleet_code(state) IN ({_sql_list(US_STATES)}) THEN 'US'
+         WHEN fleet_code(state) IN ({_sql_list(CA_PROVINCES)}) THEN 'CA'
+         WHEN fleet_code(state) IN ({_sql_list(AU_STATES)}) THEN 'AU' END,
+    CASE WHEN left(vin, 1) IN ('1', '2', '3', '4', '5') OR coalesce(NOT specs_international, false)
+         THEN '{NORTH_AMERICAN_VIN}' ELSE '{INTERNATIONAL}' END);
+
+-- The datasets, in the registry's order.
+CREATE OR REPLACE MACRO dataset_names() AS [{", ".join(f"'{n}'" for n in REGISTRY)}];
+
+-- Whether a dataset (or recall_details, the recalls' campaigns) answers for a vehicle of `market`.
+CREATE OR REPLACE MACRO dataset_applies(dataset, market) AS CASE dataset
+{applies_sql}
+    ELSE true END;
+
+-- The markets a dataset answers for, as words; NULL: every vehicle.
+CREATE OR REPLACE MACRO dataset_markets(dataset) AS CASE dataset
+{markets_sql}
+    END;
+"""
+
+
+def main() -> None:
+    """`python -m fleet_data.tasks.ingest.markets`: write sql/views/00_registry.sql after changing a dataset's markets."""
+    REGISTRY_SQL.write_text(registry_sql(), encoding="utf-8")
+    print(f"wrote {REGISTRY_SQL}")
+
+
+if __name__ == "__main__":
+    main()

@@ -58,6 +58,9 @@ class RunContext:
         self.store: Database = open_database(db)  # the run's one connection: every stage lands through it
         self.last_publish = time.monotonic()
         self._publishing = threading.Lock()
+        # dataset -> its staged due list (None: nothing due), as the plan made them: what it leaves pending is
+        # worked out from these when it finishes (tasks/land/pending.py)
+        self.planned: dict[str, str | None] = {}
         self.watch = _watch(db, run_id, self.staging)
         self.store.full_disk = self.watch.write_failed  # a write refused for space halts the run, then is tried again
 

@@ -22,6 +22,7 @@ from fleet_data.tasks.outputs.summary import final_status, start_summary
 from fleet_data.tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
 from fleet_data.tasks.run.context import RunContext
 from fleet_data.tasks.settings import RefreshOptions
+from fleet_data.tasks.land.pending import DETAILS, record_left_pending
 from fleet_data.tasks.land.recover import land_journals
 
 RUN_DATASET_COLUMNS = {
@@ -65,6 +66,7 @@ def plan(run: RunContext, datasets: list[str], force: bool, freshness: dict[str,
     area.remove_leftovers()
     made = make_plan(run.store, run.run_id, datasets, area.run_dir, rule=DueRule(force, parse_freshness(freshness)),
                      plates_waiting=area.plates_waiting, roster=roster)
+    run.planned = {name: d.path for name, d in made.datasets.items()}
     return made, recovered
 
 
@@ -81,6 +83,7 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
         kind, reason = run.watch.halted or (resources.NO_SPACE, "")
         summary.update(status="failed", message=reason, failure=kind)
     db = run.store
+    leave_pending(run, summary)
     if rows:
         db.land("run_datasets", pl.DataFrame(rows, schema={"dataset": pl.String, **RUN_DATASET_COLUMNS}), run_id)
     db.finish_run(run_id, summary["status"], counts=summary["ingest"],
@@ -101,6 +104,19 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
     forget_run(run_id)
     stops.forget_run(run_id)
     return summary, report
+
+
+def leave_pending(run: RunContext, summary: dict[str, Any]) -> None:
+    """Record what the run planned and left unsettled, each with its dataset's stop reason (tasks/land/pending.py).
+    A refused plan called nothing and leaves nothing: its VINs are as they were."""
+    if summary["status"] in ("refused", "planned") or not any(run.planned.values()) and "recalls" not in run.planned:
+        return
+    fallback = {"cancelled": stops.CANCELLED, "failed": summary.get("message")}.get(summary["status"])
+    reasons = {name: d.get("stop_reason") or fallback for name, d in summary["datasets"].items()}
+    reasons[DETAILS] = ((summary.get("recall_details") or {}).get("stop_reason")
+                        or summary["datasets"].get("recalls", {}).get("stop_reason") or fallback)
+    record_left_pending(run.store, run.run_id, {d: p for d, p in run.planned.items() if p}, reasons,
+                        details=summary.get("kind", "refresh") == "refresh" and "recalls" in run.planned)
 
 
 def answer_without_calls(run: RunContext, fleet: IngestResult, paths: list[str],

@@ -51,6 +51,7 @@ OWN_LANDING_TABLES: dict[str, str | None] = {
     "fetch_status": None,  # resolves failures itself, per row's dataset
     "run_datasets": None,
     "plate_resolutions": None,
+    "left_pending": None,  # settled by the answers and failures that come after (view vin_status)
 }
 
 
@@ -112,6 +113,7 @@ EXPORT_TABLES: dict[str, list[str]] = {
     "run_datasets": ["run_id"],
     "plate_resolutions": ["run_id"],
     "changes": ["run_id"],
+    "left_pending": ["vin_bucket"],
 }
 PRIVATE_TABLES = ("ownership_records",)
 
