@@ -118,13 +118,24 @@ def plan_text(plan: "Plan") -> str:
                      f"  ({p.rows} rows without a VIN)")
     for name, d in plan.datasets.items():
         calls = f"{d.due} VINs" if name == "recalls" else f"{d.due} calls"  # batched, 1 unit per VIN
-        again = f"  ({d.no_data_due} no data before)" if d.no_data_due else ""
+        again = _why_due(d)
         lines.append(f"  {name:<13}{ENDPOINTS[d.endpoint].path:<25}{calls:>11}{d.estimated_units:>8} units"
                      f"{d.skipped_fresh:>7} fresh"
                      + (f"{d.not_applicable:>7} not applicable" if d.not_applicable else "") + again)
     if plan.no_data_window:
         lines.append(f"  no data: asked again after {plan.no_data_window} (--fresh no_data=AGE)")
     return "\n".join(lines)
+
+
+def _why_due(d: Any) -> str:
+    """What a plan line says of its VINs due for another reason than freshness, and what those cost."""
+    parts = [f"{d.pending_due} left pending", f"{d.failed_due} failed before"] if d.pending_due or d.failed_due else []
+    if parts:
+        parts = [" and ".join(p for p, n in zip(parts, (d.pending_due, d.failed_due)) if n)
+                 + f": {(d.pending_due + d.failed_due) * d.unit_cost} units"]
+    if d.no_data_due:
+        parts.append(f"{d.no_data_due} no data before")
+    return f"  ({', '.join(parts)})" if parts else ""
 
 
 # --- presentation ------------------------------------------------------------------------------------

@@ -47,6 +47,13 @@ class DatasetPlan:
     path: str | None  # staged due VINs (Parquet), None when nothing is due
     no_data_due: int = 0  # of `due`: VINs whose last answer was "no data", asked again after its window
     not_applicable: int = 0  # roster VINs outside the dataset's markets: roster = not_applicable + skipped_fresh + due
+    pending_due: int = 0  # of `due`: VINs an earlier run left pending (a stop, a budget, faults), fresh or not
+    failed_due: int = 0  # of `due`: open failures (worth asking again, fresh or not; else past the window since)
+
+    @property
+    def unit_cost(self) -> int:
+        """Units one due VIN costs: a recall batch bills one per VIN, a per-VIN call what its endpoint bills."""
+        return 1 if declaration(self.dataset).batch_endpoint else estimate_units(self.endpoint)
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         return [(start, min(size, self.due - start)) for start in range(0, self.due, size)]
@@ -58,6 +65,7 @@ class Plan:
     datasets: dict[str, DatasetPlan] = field(default_factory=dict)
     no_data_window: str | None = None  # e.g. "7d", shown with the plan
     plates: PlatePlan | None = None  # plate lookups for rows without a VIN, priced before any is made
+    recall_details_waiting: int = 0  # VINs whose recall check counted recalls not yet detailed, not re-checked now
 
     @property
     def estimated_units(self) -> int:
@@ -74,19 +82,21 @@ class Plan:
 
     @property
     def recall_detail_ceiling(self) -> int:
-        """Campaign details are priced after the batch says which VINs have recalls: at most one per VIN."""
+        """Campaign details are priced after the batch says which VINs have recalls: at most one per VIN checked,
+        and one per VIN an earlier check found recalls for whose campaigns are not looked up yet."""
         recalls = self.datasets.get("recalls")
-        return recalls.due if recalls else 0
+        return recalls.due + self.recall_details_waiting if recalls else 0
 
     def to_dict(self) -> dict:
         return {"run_id": self.run_id, "datasets": {k: asdict(v) for k, v in self.datasets.items()},
-                "no_data_window": self.no_data_window, "plates": asdict(self.plates) if self.plates else None}
+                "no_data_window": self.no_data_window, "plates": asdict(self.plates) if self.plates else None,
+                "recall_details_waiting": self.recall_details_waiting}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Plan":
         plates = PlatePlan(**data["plates"]) if data.get("plates") else None
         return cls(data["run_id"], {k: DatasetPlan(**v) for k, v in data["datasets"].items()},
-                   data.get("no_data_window"), plates)
+                   data.get("no_data_window"), plates, data.get("recall_details_waiting", 0))
 
 
 def declaration(dataset: str) -> Dataset:
@@ -140,28 +150,53 @@ def make_plan(
         statuses = db.query("plan_status", run_id=run_id, datasets=list(datasets))
     else:
         vehicles, statuses = _read_frame(db, roster, list(datasets))
-    listed = vehicles.height
+    unsettled, waiting = _unsettled(db, vehicles.select("vin"), list(datasets))
     plan = Plan(run_id, no_data_window=age_text(windows[NO_DATA]),
                 plates=plan_plates(str(plates_waiting)) if plates_waiting and plates_waiting.exists() else None)
     staging_dir.mkdir(parents=True, exist_ok=True)
     staged: list[tuple[pl.DataFrame, str]] = []
     for dataset in datasets:
         scope = in_scope(vehicles, declaration(dataset).markets)
-        due = _due(scope, statuses, dataset, force=force, fresh_after=now - windows[dataset],
+        due = _due(scope, statuses, unsettled, dataset, force=force, fresh_after=now - windows[dataset],
                    no_data_after=now - min(windows[NO_DATA], windows[dataset]))
-        no_data_due = int(due["last_outcome"].eq("no_data").sum())
-        due = due.drop("last_outcome")
-        if declaration(dataset).asks_mileage and due.height and roster is None:
-            due = _valuation_mileage(db, due)
-        path = None
-        if due.height:
-            path = _stage(due, staging_dir / f"due_{dataset}.parquet", staged)
-        declared = declaration(dataset)  # batch-checked: 1 unit per VIN at submission
-        endpoint = declared.batch_endpoint or declared.endpoint
-        units = due.height if declared.batch_endpoint else due.height * estimate_units(endpoint)
-        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, listed, due.height, scope.height - due.height, units,
-                                             path, no_data_due, not_applicable=listed - scope.height)
+        plan.datasets[dataset] = _dataset_plan(db, dataset, due, (vehicles.height, scope.height), staging_dir, staged,
+                                               mileage=roster is None)
+    if "recalls" in plan.datasets and waiting.height:  # their details are asked whatever the batch finds
+        checked = pl.read_parquet(plan.datasets["recalls"].path, columns=["vin"]) if plan.datasets["recalls"].path \
+            else pl.DataFrame(schema={"vin": pl.String})
+        plan.recall_details_waiting = waiting.join(checked, on="vin", how="anti").height
     return plan
+
+
+def _dataset_plan(db: Database, dataset: str, due: pl.DataFrame, sizes: tuple[int, int], staging_dir: Path,
+                  staged: list[tuple[pl.DataFrame, str]], mileage: bool) -> DatasetPlan:
+    """One dataset's plan from its due rows (`_due`): the list staged, what it costs and why each VIN is due.
+    `sizes`: the roster's and the dataset's scope's; `mileage`: read the valuations' mileage (a landed roster)."""
+    counts = {"no_data_due": int(due["last_outcome"].eq(NO_DATA).sum()), "pending_due": int(due["pending"].sum()),
+              "failed_due": int((due["failed"] & ~due["pending"]).sum())}
+    due = due.drop("last_outcome", "pending", "failed")
+    if declaration(dataset).asks_mileage and due.height and mileage:
+        due = _valuation_mileage(db, due)
+    path = _stage(due, staging_dir / f"due_{dataset}.parquet", staged) if due.height else None
+    declared = declaration(dataset)  # batch-checked: 1 unit per VIN at submission
+    made = DatasetPlan(dataset, declared.batch_endpoint or declared.endpoint, sizes[0], due.height,
+                       sizes[1] - due.height, 0, path, not_applicable=sizes[0] - sizes[1], **counts)
+    made.estimated_units = due.height * made.unit_cost
+    return made
+
+
+def _unsettled(db: Database, vins: pl.DataFrame, datasets: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What earlier runs left unsettled for `vins` (sql/queries/plan_unsettled.sql), one row per VIN and dataset
+    (left pending wins over an older failure), and the VINs whose recall campaigns are waiting to be looked up."""
+    db.connection.register("plan_unsettled_vins", vins.to_arrow())
+    try:
+        found = db.query("plan_unsettled", datasets=datasets)
+        waiting = db.query("plan_details_waiting") if "recalls" in datasets else pl.DataFrame(schema={"vin": pl.String})
+    finally:
+        db.connection.unregister("plan_unsettled_vins")
+    found = found.group_by("vin", "dataset").agg(pl.col("pending").any(), pl.col("retryable").drop_nulls().first(),
+                                                 pl.col("failed_at").drop_nulls().first())
+    return found, waiting
 
 
 def _valuation_mileage(db: Database, due: pl.DataFrame) -> pl.DataFrame:
@@ -207,12 +242,15 @@ def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tupl
     return with_market(frame), statuses
 
 
-DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "condition", "last_fetched_at", "last_outcome")
+DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "condition", "last_fetched_at", "last_outcome", "pending",
+               "failed")
 
 
-def _due(scope: pl.DataFrame, statuses: pl.DataFrame, dataset: str, *, force: bool, fresh_after: datetime,
-         no_data_after: datetime) -> pl.DataFrame:
-    """The VINs of `scope` (in its order) whose `dataset` answer is missing or stale; all of them with `force`.
+def _due(scope: pl.DataFrame, statuses: pl.DataFrame, unsettled: pl.DataFrame, dataset: str, *, force: bool,
+         fresh_after: datetime, no_data_after: datetime) -> pl.DataFrame:
+    """The VINs of `scope` (in its order) due for `dataset`; all of them with `force`. Due: left pending by an
+    earlier run, or failed worth asking again (5xx, no answer), fresh or not; else, unless a failure that cannot
+    change by asking again (a 4xx) is younger than the dataset's window, an answer missing or stale.
 
     A "no data" answer (404) is fresh only until `no_data_after`.
     """
@@ -224,11 +262,20 @@ def _due(scope: pl.DataFrame, statuses: pl.DataFrame, dataset: str, *, force: bo
     else:  # nothing answered yet (a new fleet): no join to pay
         rows = rows.with_columns(pl.lit(None, statuses.schema["fetched_at"]).alias("last_fetched_at"),
                                  pl.lit(None, pl.String).alias("last_outcome"))
+    open_ = unsettled.filter(pl.col("dataset") == dataset).drop("dataset")
+    if open_.height:
+        rows = rows.join(open_, on="vin", how="left", maintain_order="left")
+    else:  # nothing left unsettled (most runs): no join to pay
+        rows = rows.with_columns(pl.lit(None, pl.Boolean).alias("pending"), pl.lit(None, pl.Boolean).alias("retryable"),
+                                 pl.lit(None, pl.Datetime("us", "UTC")).alias("failed_at"))
+    rows = rows.with_columns(pl.col("pending").fill_null(False), pl.col("failed_at").is_not_null().alias("failed"))
     if force:
         return rows.select(DUE_COLUMNS)
     window = pl.when(pl.col("last_outcome") == NO_DATA).then(pl.lit(no_data_after)).otherwise(pl.lit(fresh_after))
     stale = pl.col("last_fetched_at").is_null() | (pl.col("last_fetched_at") < window)
-    return rows.filter(stale).select(DUE_COLUMNS)
+    settled_for_now = pl.col("failed") & ~pl.col("retryable").fill_null(True) & (pl.col("failed_at") >= pl.lit(fresh_after))
+    retry = pl.col("pending") | (pl.col("failed") & pl.col("retryable").fill_null(True))
+    return rows.filter(retry | (stale & ~settled_for_now)).select(DUE_COLUMNS)
 
 
 def _stage(due: pl.DataFrame, path: Path, staged: list[tuple[pl.DataFrame, str]]) -> str:
