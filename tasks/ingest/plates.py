@@ -46,6 +46,7 @@ PLATE_NOT_LOOKED_UP = "plate_not_looked_up"  # dry run, refused plan, --max-unit
 PLATE_NOT_FOUND = "plate_not_found"  # 404, or an answer without a usable VIN
 PLATE_LOOKUP_FAILED = "plate_lookup_failed"  # an error that outlived the retries
 OUTCOME_REASONS = {"not_found": PLATE_NOT_FOUND, "failed": PLATE_LOOKUP_FAILED}
+PLATE_REJECT_REASONS = (PLATE_NEEDS_STATE, PLATE_LOOKUP_OFF, PLATE_NOT_LOOKED_UP, PLATE_NOT_FOUND, PLATE_LOOKUP_FAILED)
 
 KEY = ["lookup_country", "lookup_state", "lookup_plate"]
 STATE_REQUIRED = {"US": US_STATES, "CA": CA_PROVINCES, "AU": AU_STATES}
