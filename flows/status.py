@@ -1,9 +1,9 @@
 """`fleet status`: where the pipeline stands, read from the published database alone.
 
 Last runs, units spent per endpoint this calendar month (UTC) as known plus possible (calls never answered,
-which the service may have billed: docs/ledger.md), damaged answer journals kept in quarantine, per dataset the roster
-VINs never answered (pending; those it does not apply to, registered outside its markets, apart)
-and the open failures, and recall batches still in flight;
+which the service may have billed: docs/ledger.md), damaged answer journals kept in quarantine, per dataset how
+many roster VINs are in each status of the view vin_status (answered, no data, not applicable, pending, failed,
+never asked), what is pending and why, the open failures, and recall batches still in flight;
 and the run in flight, if any, from the progress file it keeps beside the database.
 It calls no service and starts no Prefect. It opens the published snapshot read-only,
 never the working store, and writes nothing: a run still `running` in the snapshot whose
@@ -22,6 +22,7 @@ from fleet_data.tasks.plan.due import DEFAULT_DATASETS
 from .config import add_flags
 
 BATCH_COLUMNS = ("batch_id", "status", "submitted_at", "total_vins", "processed_vins", "vins_count", "run_id", "fetched_at")
+FAILED_GROUPS = 20  # kinds of failure listed; the view vin_status has every one
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,6 +42,7 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
     """The status as plain values (what `--json` prints)."""
     from fleet_data.tasks.run.progressfile import live_run
     from fleet_data.tasks.staging.area import StagingArea
+    from fleet_data.tasks.store.database import DatabaseError
     from fleet_data.tasks.store.published import open_published
 
     since = month_start(now)
@@ -48,13 +50,15 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
     # still recognised as the live one rather than shown interrupted.
     before = live_run(db_path)
     with open_published(db_path) as db:
+        if not db.query("has_vin_status").item(0, 0):
+            raise DatabaseError(f"{db_path}: written by an earlier version of fleet-data; any `fleet refresh` "
+                                "brings it up to date (one with nothing due calls nothing)")
         recent = db.query("status_recent_runs", limit=runs).to_dicts()
         spent = db.query("units_by_endpoint_since", since=since).to_dicts()
         datasets = db.query("status_by_dataset", datasets=list(DEFAULT_DATASETS)).to_dicts()
-        unanswered = _unanswered(db, [d["dataset"] for d in datasets])
+        pending = db.query("status_left_pending").to_dicts()
+        failed = db.query("status_failed", limit=FAILED_GROUPS).to_dicts()
         batches = db.query("unfinished_recall_batches").select(BATCH_COLUMNS).to_dicts()
-    for row in datasets:  # never answered: not applicable (never called) or pending (the next refresh calls)
-        row["not_applicable"], row["pending"] = unanswered.get(row["dataset"], (0, row["pending"]))
     after = live_run(db_path)
     live = {r["run_id"] for r in (before, after) if r}
     for run in recent:
@@ -72,32 +76,10 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
         "calls_this_month_total": sum(r["calls"] for r in spent),
         "quarantined_journals": [str(p) for p in StagingArea.beside(db_path, "").quarantined()],
         "datasets": datasets,
+        "pending": pending,
+        "failed": failed,
         "recall_batches_in_flight": batches,
     }
-
-
-def _unanswered(db: Any, datasets: list[str]) -> dict[str, tuple[int, int]]:
-    """Per dataset, the roster VINs never answered: (outside its markets, inside them), by the plan's rule
-    (tasks/ingest/markets.py, the registry's markets) over the roster's few distinct market groups."""
-    from fleet_data.tasks.datasets import REGISTRY
-    from fleet_data.tasks.ingest.markets import applies, with_market
-
-    groups = db.query("status_roster_markets", datasets=datasets)
-    if not groups.height:
-        return {}
-    groups = with_market(groups)
-    out: dict[str, tuple[int, int]] = {}
-    for dataset in datasets:
-        markets = REGISTRY[dataset].markets if dataset in REGISTRY else None
-        rows = groups.filter(groups["dataset"] == dataset)
-        outside = inside = 0
-        for market, roster, answered in rows.select("market", "roster", "answered").iter_rows():
-            if applies(markets, market):
-                inside += roster - answered
-            else:
-                outside += roster - answered
-        out[dataset] = (outside, inside)
-    return out
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -159,12 +141,19 @@ def print_status(status: dict[str, Any]) -> None:
         console.print(f"[bold yellow]Damaged answer journals in quarantine[/bold yellow]: "
                       f"{len(status['quarantined_journals'])} (their readable answers landed; each beside a "
                       f"`.reason.txt`): {', '.join(status['quarantined_journals'])}", highlight=False, soft_wrap=True)
-    table("Datasets (pending = roster VINs never answered that it applies to; not applicable = registered outside "
-          "its markets, never called; failed = open failures)",
-          ["dataset", "roster", "answered", "of which no data", "not applicable", "pending", "failed",
-           "of which retryable", "last answer"],
-          [[r["dataset"], r["roster"], r["answered"], r["no_data"], r["not_applicable"], r["pending"], r["failed"],
-            r["failed_retryable"], r["last_fetched_at"]] for r in status["datasets"]], "no roster yet")
+    table("VINs per dataset and status (the view vin_status; recall_details: VINs whose recall check counted "
+          "recalls; not applicable: registered outside its markets, never called; pending and retryable failures: "
+          "the next refresh asks again)",
+          ["dataset", "VINs", "answered", "no data", "not applicable", "pending", "failed", "of which retryable",
+           "never asked", "last answer"],
+          [[r["dataset"], r["vins"], r["answered"], r["no_data"], r["not_applicable"], r["pending"], r["failed"],
+            r["failed_retryable"], r["never_asked"], r["last_fetched_at"]] for r in status["datasets"]], "no roster yet")
+    table("Pending (SELECT * FROM vin_status WHERE status = 'pending')", ["dataset", "VINs", "why", "since run", "since"],
+          [[r["dataset"], r["vins"], r["reason"], r["since_run_id"], r["first_since"]] for r in status["pending"]], "none")
+    table(f"Failed (the {FAILED_GROUPS} largest groups; SELECT * FROM vin_status WHERE status = 'failed')",
+          ["dataset", "VINs", "status", "retryable", "most attempts", "message"],
+          [[r["dataset"], r["vins"], r["http_status"], "yes" if r["retryable"] else "no", r["most_attempts"],
+            r["message"]] for r in status["failed"]], "none")
     table("Recall batches in flight", ["batch", "status", "submitted", "VINs", "processed", "run"],
           [[r["batch_id"], r["status"], r["submitted_at"], r["total_vins"] or r["vins_count"], r["processed_vins"],
             r["run_id"]] for r in status["recall_batches_in_flight"]], "none")

@@ -1,26 +1,16 @@
--- Per dataset ($datasets plus any that has answers or failures): roster VINs answered (found or no data),
--- of which "no data" (a 404: an answer, not a failure), roster VINs never answered (pending: the next
--- refresh calls for them), and open failures.
-WITH datasets AS (
-    SELECT unnest($datasets::VARCHAR[]) AS dataset
-    UNION SELECT dataset FROM fetch_status
-    UNION SELECT dataset FROM failures
-), roster AS (
-    SELECT count(*) AS vins FROM vehicles
-), answered AS (
-    SELECT f.dataset, count(*) AS vins, count(*) FILTER (WHERE f.outcome = 'no_data') AS no_data,
-           max(f.fetched_at) AS last_fetched_at
-    FROM fetch_status AS f SEMI JOIN vehicles AS v ON v.vin = f.vin
-    GROUP BY f.dataset
-), open_failures AS (
-    SELECT dataset, count(*) AS vins, count(*) FILTER (WHERE retryable) AS retryable
-    FROM failures WHERE resolved_at IS NULL GROUP BY dataset
-)
-SELECT d.dataset, r.vins AS roster, coalesce(a.vins, 0) AS answered, coalesce(a.no_data, 0) AS no_data,
-       r.vins - coalesce(a.vins, 0) AS pending,
-       coalesce(o.vins, 0) AS failed, coalesce(o.retryable, 0) AS failed_retryable, a.last_fetched_at
-FROM datasets AS d
-CROSS JOIN roster AS r
-LEFT JOIN answered AS a USING (dataset)
-LEFT JOIN open_failures AS o USING (dataset)
-ORDER BY d.dataset;
+-- Per dataset (every one of $datasets, and any other with a VIN in a state other than never asked), how many
+-- roster VINs are in each status of the view vin_status (recall_details: the VINs whose check counted recalls),
+-- of the failed how many are worth asking again, and the latest answer. What `fleet status` shows.
+SELECT dataset, count(*) AS vins,
+       count(*) FILTER (WHERE status = 'answered') AS answered,
+       count(*) FILTER (WHERE status = 'no_data') AS no_data,
+       count(*) FILTER (WHERE status = 'not_applicable') AS not_applicable,
+       count(*) FILTER (WHERE status = 'pending') AS pending,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       count(*) FILTER (WHERE status = 'failed' AND retryable) AS failed_retryable,
+       count(*) FILTER (WHERE status = 'never_asked') AS never_asked,
+       max(answered_at) AS last_fetched_at
+FROM vin_status
+GROUP BY dataset
+HAVING list_contains($datasets::VARCHAR[], dataset) OR count(*) FILTER (WHERE status <> 'never_asked') > 0
+ORDER BY list_position(dataset_names(), replace(dataset, 'recall_details', 'recalls')), dataset = 'recall_details';

@@ -184,11 +184,22 @@ def read_only_view(db_path: str | Path) -> Iterator[Database]:
                 "SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory' AND schema_name = 'main'"
             ).fetchall()}
             for table in sorted((published & mine) - set(OWN_TABLES)):  # names from the catalogs, not from input
+                missing = _columns_missing(con, table)  # a file published by an earlier version: NULL there
                 con.execute(f'DROP TABLE main."{table}"')
-                con.execute(f'CREATE VIEW main."{table}" AS SELECT * FROM published.main."{table}"')
+                con.execute(f'CREATE VIEW main."{table}" AS SELECT *{missing} FROM published.main."{table}"')
         yield view
     finally:
         view.close()
+
+
+def _columns_missing(con: duckdb.DuckDBPyConnection, table: str) -> str:
+    """`, CAST(NULL AS <type>) AS "<column>"` for each column our schema's `table` has and the published one lacks
+    (added by a migration since the file was published): the plan's queries read them as unknown."""
+    rows = con.execute(
+        "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'memory' AND table_name = $t "
+        "AND column_name NOT IN (SELECT column_name FROM duckdb_columns() WHERE database_name = 'published' "
+        "AND table_name = $t) ORDER BY column_index", {"t": table}).fetchall()
+    return "".join(f', CAST(NULL AS {kind}) AS "{name}"' for name, kind in rows)
 
 
 class Published:

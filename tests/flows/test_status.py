@@ -51,6 +51,9 @@ def db_path(tmp_path_factory) -> str:
             {**failure, "vin": vins[0], "dataset": "market_value", "retryable": True},  # resolved by its no_data below
         ]), "run-b")
         db.land("fetch_status", _answered([(vins[0], "market_value", "no_data")], now), "run-b")
+        db.land("left_pending", pl.DataFrame({"vin": [vins[2]], "dataset": ["lien_theft"], "reason": ["retry window closed"],
+                                              "run_started_at": [now - timedelta(minutes=5)],
+                                              "fetched_at": [now - timedelta(minutes=3)]}), "run-b")
         db.land("recall_batches", pl.DataFrame([
             {"batch_id": "rb_processing", "status": "processing", "submitted_at": now, "total_vins": 4, "vins_count": 4,
              "processed_vins": 1, "fetched_at": now},
@@ -87,12 +90,17 @@ def test_status_reports_runs_units_pending_failed_and_batches(db_path, capsys):
     assert [(r["endpoint"], r["calls"], r["units"], r["failed_calls"], r["no_data_calls"])
             for r in status["units_this_month"]] == [("/specs", 3, 3, 0, 0), ("/v2/marketvalue", 2, 1, 0, 1)]
     assert status["units_this_month_total"] == 4
-    by_dataset = {r["dataset"]: (r["roster"], r["answered"], r["no_data"], r["pending"], r["failed"], r["failed_retryable"])
-                  for r in status["datasets"]}
+    # Per dataset, the view vin_status counted: (VINs, answered, no data, pending, failed, retryable, never asked).
+    by_dataset = {r["dataset"]: (r["vins"], r["answered"], r["no_data"], r["pending"], r["failed"], r["failed_retryable"],
+                                 r["never_asked"]) for r in status["datasets"]}
     assert by_dataset == {
-        "specs": (4, 3, 0, 1, 1, 1), "market_value": (4, 1, 1, 3, 0, 0), "history": (4, 0, 0, 4, 1, 0),
-        "lien_theft": (4, 0, 0, 4, 0, 0), "recalls": (4, 0, 0, 4, 0, 0),
+        "specs": (4, 3, 0, 0, 1, 1, 0), "market_value": (4, 0, 1, 0, 0, 0, 3), "history": (4, 0, 0, 0, 1, 0, 3),
+        "lien_theft": (4, 0, 0, 1, 0, 0, 3), "recalls": (4, 0, 0, 0, 0, 0, 4),
     }
+    assert [(p["dataset"], p["vins"], p["reason"], p["since_run_id"]) for p in status["pending"]] == [
+        ("lien_theft", 1, "retry window closed", "run-b")]
+    assert sorted((f["dataset"], f["vins"], f["http_status"], f["retryable"]) for f in status["failed"]) == [
+        ("history", 1, 502, False), ("specs", 1, 502, True)]
     assert [(b["batch_id"], b["status"], b["processed_vins"]) for b in status["recall_batches_in_flight"]] == [
         ("rb_processing", "processing", 1)]
 
@@ -105,6 +113,7 @@ def test_status_as_tables(db_path, capsys):
     assert "rb_processing" in out and "rb_done" not in out
     assert "/v2/marketvalue" in out
     assert "no data" in out
+    assert "retry window closed" in out and "never asked" in out
 
 
 def test_missing_database_is_an_error_and_is_not_created(tmp_path, capsys):
@@ -220,7 +229,7 @@ def test_status_tells_not_applicable_vins_from_pending_ones(tmp_path, capsys):
         db.finish_run("r1", "completed", counts=roster.summary(), finished_at=now)
     publish(path)
     assert main(["status", "--db", path, "--json"]) == 0
-    by_dataset = {r["dataset"]: (r["roster"], r["answered"], r["not_applicable"], r["pending"])
+    by_dataset = {r["dataset"]: (r["vins"], r["answered"], r["not_applicable"], r["never_asked"])
                   for r in json.loads(capsys.readouterr().out)["datasets"]}
     assert by_dataset == {
         "specs": (4, 4, 0, 0),  # every vehicle
@@ -255,3 +264,21 @@ def test_status_shows_spend_as_known_plus_possible_and_the_journals_in_quarantin
     assert main(["status", "--db", path]) == 0
     out = capsys.readouterr().out
     assert "3 known + 2 possible = 5 units" in out and "in quarantine" in out and kept.name in out
+
+
+def test_a_database_published_before_vin_status_is_one_clear_line(tmp_path, capsys):
+    """A file an earlier version published has no view vin_status: status says what to do, it does not crash."""
+    import shutil
+
+    from fleet_data.tasks.store.database import SQL_DIR, Database
+
+    older = tmp_path / "migrations"
+    older.mkdir()
+    for migration in sorted((SQL_DIR / "migrations").glob("*.sql")):
+        if int(migration.name[:4]) < 16:
+            shutil.copy(migration, older)
+    path = tmp_path / "old.duckdb"
+    Database(path, migrations_dir=older, views_dir=tmp_path / "no_views").close()
+    assert main(["status", "--db", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "earlier version" in err and "fleet refresh" in err and len(err.strip().splitlines()) == 1
