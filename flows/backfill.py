@@ -67,6 +67,7 @@ def __getattr__(name: str) -> Any:
 def _backfill_fleet(options: BackfillOptions | None = None, run_id: str | None = None) -> dict[str, Any]:
     """Fetch `options.datasets` again for the chosen VINs (tasks/settings.py `BackfillOptions`)."""
     from fleet_data.tasks.steps.backfill_tasks import FETCHED_AS, plan_backfill, record_recall_checks
+    from fleet_data.tasks.plan.backfill import chosen_datasets, vin_counts
     from fleet_data.tasks.plan.due import Plan
     from fleet_data.tasks.steps.refresh_tasks import fetch_dataset_chunk, finish_refresh
 
@@ -84,11 +85,12 @@ def _backfill_fleet(options: BackfillOptions | None = None, run_id: str | None =
     by_failures = vins is None and options.vins_file is None
     chosen = list(datasets or (ALL_DATASETS if by_failures else DEFAULT_DATASETS))
     parameters = {**options.run_parameters(), "datasets": chosen}
-    plan = Plan.from_dict(plan_backfill(run_id, chosen, vins, options.vins_file, options.failures_of,
-                                        options.all_failures, parameters))
-    if by_failures and not datasets:  # only the datasets that had failures
-        plan.datasets = {k: d for k, d in plan.datasets.items() if d.due}
-    summary = start_summary(run_id, _vin_counts(plan), plan, kind="backfill")
+    plan = chosen_datasets(datasets, by_failures, Plan.from_dict(plan_backfill(
+        run_id, chosen, vins, options.vins_file, options.failures_of, options.all_failures, parameters)))
+    summary = start_summary(run_id, vin_counts(plan), plan, kind="backfill")
+    if refused := plan.refusal(options.max_units):  # before any call, as a refresh refuses (exit code 4)
+        summary["status"], summary["message"] = "refused", refused
+        return finish_refresh(run_id, summary, options.lake)
 
     budget = options.max_units
     for dataset in (d for d in ORDER if d in plan.datasets):
@@ -150,12 +152,6 @@ def _reparse_raw_responses(
     return finish_refresh(run_id, summary, lake)
 
 
-def _vin_counts(plan: Any) -> dict[str, int]:
-    # A backfill reads no file: its "rows in" are the VINs it was asked to fetch, per dataset at most.
-    vins = max((d.due for d in plan.datasets.values()), default=0)
-    return {"rows_in": vins, "valid": vins, "duplicates": 0, "rejected": 0}
-
-
 # -- the command --------------------------------------------------------------------------------
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("backfill", help="fetch chosen datasets again for chosen VINs or failures; or re-parse")
@@ -188,10 +184,14 @@ def run_backfill(args: argparse.Namespace) -> int:
         return _fail("--reparse re-parses every stored answer of the datasets; it takes no VINs or failures")
     if not args.reparse and not any(chosen):
         return _fail("choose VINs: --vins, --vins-file, --failures-of RUN_ID or --failures (or --reparse)")
+    if args.reparse and args.dry_run:
+        return _fail("--reparse calls nothing and costs nothing: there is no plan to print (--dry-run)")
     check_backfill(args)  # counts, paths, settings: refused before the lock, a database or Prefect
     needs_db = args.reparse or args.failures_of or args.failures
     if needs_db and not store.exists(args.db):
         return _fail(f"{args.db}: no such database (run `fleet refresh` first)")
+    if args.dry_run:  # no lock, no service, no Prefect: the plan, from the published database read-only
+        return _dry_run(args, datasets)
     # One run at a time, taken before Prefect is even imported (tasks.backfill imports it).
     run_id = new_run_id()
     session = hold_or_refuse(args.db, run_id, "reparse" if args.reparse else "backfill", args.wait)
@@ -199,6 +199,28 @@ def run_backfill(args: argparse.Namespace) -> int:
         return session
     with session:
         return _backfill_holding_lock(args, datasets, run_id)
+
+
+def _dry_run(args: argparse.Namespace, datasets: list[str] | None) -> int:
+    """`fleet backfill --dry-run`: the plan and its cost, as `fleet refresh --dry-run` prints one; nothing written."""
+    from fleet_data.tasks.outputs.preview import preview_backfill
+    from fleet_data.tasks.outputs.summary import report
+    from fleet_data.tasks.plan.backfill import read_vins_file
+    from fleet_data.tasks.run.context import new_run_id
+    from fleet_data.tasks.store.database import DatabaseError
+
+    given = [v for item in args.vins for v in item.split(",") if v.strip()] or None
+    try:
+        if args.vins_file:
+            given = read_vins_file(args.vins_file)
+        preview = preview_backfill(args.db, new_run_id(), datasets, vins=given, failures_of=args.failures_of,
+                                   all_failures=args.failures, max_units=args.max_units)
+    except (ValueError, DatabaseError) as exc:
+        return _fail(str(exc))
+    if not args.json:
+        print(preview.plan, file=sys.stderr)
+    report(preview.summary, args.json)
+    return exit_code(preview.summary)
 
 
 def _backfill_holding_lock(args: argparse.Namespace, datasets: list[str] | None, run_id: str) -> int:

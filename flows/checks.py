@@ -71,8 +71,8 @@ def check_backfill(args: argparse.Namespace) -> None:
         readable_file(args.vins_file, "--vins-file")
     if args.vins:
         new_database_vins(args.db, [v for item in args.vins for v in item.split(",") if v.strip()])
-    if not args.reparse:  # re-parsing calls nothing
-        service(needs_calls=True)
+    if not args.reparse:  # re-parsing calls nothing, nor does a dry run
+        service(needs_calls=not args.dry_run)
 
 
 def check_status(args: argparse.Namespace) -> None:

@@ -130,13 +130,11 @@ def _refresh_with(paths: list[str], options: RefreshOptions, run_id: str, fetche
     plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None))
     summary = start_summary(run_id, ingest, plan)
 
-    if options.max_units is not None and plan.estimated_units > options.max_units:
+    if refused := plan.refusal(options.max_units):
         if plan.plates:  # nothing is called: rows waiting for a plate lookup are rejected as not looked up
             record_plates(summary, resolve_plates(run_id, plan.plates.path, False, None, options.concurrency), None)
-        summary["status"] = "refused"
-        summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {options.max_units}: "
-                              "nothing was called")
-        return finish_refresh(run_id, summary, None)
+        summary["status"], summary["message"] = "refused", refused
+        return finish_refresh(run_id, summary, options.lake)
 
     # Without a budget, the recall batch is processed by the service while per-VIN chunks run, and
     # the datasets' chunks run side by side (see fetch_side_by_side). With --max-units everything

@@ -234,7 +234,7 @@ class RefreshOptions(RunOptions):
                                               "still waits is pending for the next run: seconds, or with s, m or h "
                                               "(off or null: no bound)")] = DEFAULT_RETRY_WINDOW
     force: Annotated[Switch, Cli(), Field(description="ignore freshness: fetch every VIN again")] = False
-    dry_run: Annotated[Switch, Cli(), Field(description="print the plan and its cost; make no call")] = False
+    dry_run: Annotated[Switch, Cli(RUNS), Field(description="print the plan and its cost; make no call")] = False
     vin_column: Annotated[OptionalText, Cli(), Field(
         description="name of the VIN column when it cannot be recognised")] = None
     webhook_url: Annotated[OptionalText, Cli(metavar="URL"), Field(

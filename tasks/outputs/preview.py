@@ -16,6 +16,7 @@ minutes): a run follows the plan it makes once it holds the lock, from the worki
 from __future__ import annotations
 
 import tempfile
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,9 +60,39 @@ def preview_refresh(
         summary = start_summary(run_id, counts, plan)
         text = plan_text(plan)
         nothing_due = not plan.plates and not any(d.due for d in plan.datasets.values())
-    refused = max_units is not None and plan.estimated_units > max_units
+    refused = plan.refusal(max_units)
     summary["status"] = "refused" if refused else "planned"
     if refused:
-        summary["message"] = (f"the plan costs {plan.estimated_units} units, more than --max-units {max_units}: "
-                              "nothing was called")
+        summary["message"] = refused
     return Preview(summary, text, nothing_due)
+
+
+def preview_backfill(db_path: str | Path, run_id: str, datasets: list[str] | None, *, vins: list[str] | None = None,
+                     failures_of: str | None = None, all_failures: bool = False,
+                     max_units: int | None = None) -> Preview:
+    """A backfill's plan, priced without writing or calling (`fleet backfill --dry-run`): the VINs given (each on
+    the published roster, or valid) or the open failures, read from the published database read-only."""
+    from fleet_data.tasks.plan.backfill import chosen_datasets, check_vins, due_frames, plan_from_frames, vin_counts
+    from fleet_data.tasks.plan.due import ALL_DATASETS, DEFAULT_DATASETS
+    from fleet_data.tasks.store.published import open_published
+
+    by_failures = vins is None
+    chosen = list(datasets or (ALL_DATASETS if by_failures else DEFAULT_DATASETS))
+    reading: AbstractContextManager[Any] = (open_published(db_path) if Path(db_path).is_file()
+                                            else read_only_view(db_path))  # none yet: an empty one
+    with reading as db:
+        if vins is not None:
+            vins, refused = check_vins(db, vins)
+            if refused:
+                raise ValueError("not on the roster and not valid VINs: "
+                                 + ", ".join(f"{raw} ({reason})" for raw, reason in refused))
+        if failures_of and not db.query("run_started_at", run_id=failures_of).height:
+            raise ValueError(f"no run {failures_of!r} in {db_path}")
+        frames = due_frames(db, chosen, vins, failures_of, all_failures)
+    plan = chosen_datasets(datasets, by_failures, plan_from_frames(run_id, frames, chosen, None))
+    summary = start_summary(run_id, vin_counts(plan), plan, kind="backfill")
+    refused_by = plan.refusal(max_units)
+    summary["status"] = "refused" if refused_by else "planned"
+    if refused_by:
+        summary["message"] = refused_by
+    return Preview(summary, plan_text(plan), not any(d.due for d in plan.datasets.values()))

@@ -87,6 +87,13 @@ class Plan:
         recalls = self.datasets.get("recalls")
         return recalls.due + self.recall_details_waiting if recalls else 0
 
+    def refusal(self, max_units: int | None) -> str | None:
+        """Why `--max-units` refuses this plan before anything is called (None: it does not). One message for
+        `refresh` and `backfill`, their dry runs included."""
+        if max_units is None or self.estimated_units <= max_units:
+            return None
+        return f"the plan costs {self.estimated_units} units, more than --max-units {max_units}: nothing was called"
+
     def to_dict(self) -> dict:
         return {"run_id": self.run_id, "datasets": {k: asdict(v) for k, v in self.datasets.items()},
                 "no_data_window": self.no_data_window, "plates": asdict(self.plates) if self.plates else None,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from pathlib import Path
 from typing import Any, Mapping
 
 import polars as pl
@@ -20,7 +19,7 @@ from prefect import get_run_logger, task
 from prefect.runtime import flow_run
 from pydantic import ValidationError
 
-from fleet_data.connectors import ENDPOINTS, estimate_units
+from fleet_data.connectors import ENDPOINTS
 from fleet_data.connectors.errors import MalformedResponseError
 from fleet_data.connectors import models as m
 
@@ -34,10 +33,14 @@ from fleet_data.tasks.staging.chunk import ChunkResult
 from fleet_data.tasks.land.recover import land_journals
 from fleet_data.tasks.land.landing import data_frames, fetch_status_frame
 from fleet_data.tasks.control.logtext import fields
-from fleet_data.tasks.plan.due import ALL_DATASETS, DatasetPlan, Plan
+from fleet_data.tasks.plan.due import ALL_DATASETS
 from fleet_data.tasks.steps.refresh_tasks import TASK
-from fleet_data.tasks.store.database import Database
-from fleet_data.tasks.ingest.vins import normalise_vin, reject_reason
+# A backfill's plan lives with the plans (tasks/plan/backfill.py); these names stay importable from here.
+from fleet_data.tasks.plan.backfill import DUE_SCHEMA as DUE_SCHEMA
+from fleet_data.tasks.plan.backfill import check_vins as check_vins
+from fleet_data.tasks.plan.backfill import due_frames as due_frames
+from fleet_data.tasks.plan.backfill import plan_from_frames as plan_from_frames
+from fleet_data.tasks.plan.backfill import read_vins_file as read_vins_file
 
 # Recalls are backfilled per VIN (`/v1/recalls`, 1 unit, campaigns listed): a batch is for whole fleets.
 # Each dataset is fetched again by the name its per-VIN fetch goes by (tasks/datasets.py).
@@ -45,82 +48,6 @@ FETCHED_AS: Mapping[str, str] = Live(lambda: {n: d.fetched_as for n, d in REGIST
 # The model each dataset's stored answers are parsed with (as the client does when fetching): its endpoint's.
 MODELS: Mapping[str, type[m.Result]] = Live(lambda: {n: model for n, d in REGISTRY.items()
                                                      if (model := ENDPOINTS[d.endpoint].model) is not None})
-DUE_SCHEMA = {"vin": pl.String, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String, "condition": pl.String}
-
-
-# -- choosing VINs ------------------------------------------------------------------------------
-def read_vins_file(path: str | Path) -> list[str]:
-    """VINs from a file: Parquet (a `vin` column), or text/CSV (one per line; a `vin` header column if present)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
-    if path.suffix.lower() == ".parquet":
-        frame = pl.read_parquet(path)
-        column = next((c for c in frame.columns if c.strip().lower() == "vin"), None)
-        if column is None:
-            raise ValueError(f"{path}: no 'vin' column")
-        return [v for v in frame[column].cast(pl.String).to_list() if v]
-    lines = [line.strip() for line in path.read_text(encoding="utf-8-sig").splitlines()]
-    lines = [line for line in lines if line and not line.startswith("#")]
-    if not lines:
-        return []
-    header = [c.strip().lower() for c in lines[0].split(",")]
-    if "vin" in header:
-        index = header.index("vin")
-        return [cells[index].strip() for line in lines[1:] if len(cells := line.split(",")) > index]
-    return [line.split(",")[0].strip() for line in lines]
-
-
-def check_vins(db: Database, given: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """Normalised, de-duplicated VINs to backfill, and the refused ones with the reason.
-
-    A VIN is accepted when the roster holds it or it would be accepted into a roster.
-    """
-    normalised = list(dict.fromkeys(v for raw in given if (v := normalise_vin(raw))))
-    on_roster = set(db.query("roster_rows_for_vins", vins=normalised)["vin"].to_list()) if normalised else set()
-    accepted, refused = [], []
-    for raw in given:
-        vin = normalise_vin(raw)
-        reason = None if vin in on_roster else reject_reason(raw)
-        if reason:
-            refused.append((raw, reason))
-        elif vin is not None and vin not in accepted:  # no reason: normalise_vin gave a VIN
-            accepted.append(vin)
-    return accepted, refused
-
-
-def due_frames(db: Database, datasets: list[str], vins: list[str] | None, failures_of: str | None,
-               all_failures: bool) -> dict[str, pl.DataFrame]:
-    """Per dataset, the VINs to fetch (with the roster's state and mileage where it knows them)."""
-    if vins is not None:
-        wanted = {d: pl.DataFrame({"vin": vins}, schema={"vin": pl.String}) for d in datasets}
-    elif failures_of or all_failures:
-        failed = db.query("failed_vins", run_id=failures_of, datasets=datasets)
-        wanted = {d: failed.filter(pl.col("dataset") == d).select("vin") for d in datasets}
-    else:
-        raise ValueError("choose VINs: give VINs, a file of VINs, a run whose failures to fetch again, or all failures")
-    every = sorted({v for frame in wanted.values() for v in frame["vin"].to_list()})
-    roster = db.query("roster_rows_for_vins", vins=every) if every else pl.DataFrame(schema=DUE_SCHEMA)
-    roster = roster.with_columns(pl.col("mileage").cast(pl.Int64))
-    return {d: frame.join(roster, on="vin", how="left").select(list(DUE_SCHEMA)).sort("vin")
-            for d, frame in wanted.items() if frame.height}
-
-
-def plan_from_frames(run_id: str, frames: dict[str, pl.DataFrame], datasets: list[str], folder: Path) -> Plan:
-    folder.mkdir(parents=True, exist_ok=True)
-    plan = Plan(run_id)
-    for dataset in datasets:
-        due = frames.get(dataset)
-        count = due.height if due is not None else 0
-        path = None
-        if due is not None and count:
-            path = str(folder / f"backfill_{dataset}.parquet")
-            due.write_parquet(path)
-        endpoint = ENRICHMENT[FETCHED_AS.get(dataset, dataset)].endpoint
-        plan.datasets[dataset] = DatasetPlan(dataset, endpoint, count, count, 0, count * estimate_units(endpoint), path)
-    return plan
-
-
 @task(name="plan-backfill", **TASK)
 def plan_backfill(run_id: str, datasets: list[str], vins: list[str] | None, vins_file: str | None,
                   failures_of: str | None, all_failures: bool, parameters: dict) -> dict:

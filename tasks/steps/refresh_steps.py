@@ -94,8 +94,9 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
     # A stopped run writes no lake and no report: the next run's export and report catch up with the
     # store (the lake compares fingerprints), and a stop must end in seconds (docs/stopping.md).
     # A failed run (a full disk, its store gone) was not published: no lake or report from it either.
+    # A refused one called nothing, but it is a run: the lake's runs and roster say so, as the database does.
     done = summary["status"] not in ("planned", "refused", "cancelled", "failed")
-    if lake and done:
+    if lake and (done or summary["status"] == "refused"):
         db.export_parquet(lake)
     report = write_run_report(db, run.db, lake) if done else (None, None)
     summary["report"] = str(report[0]) if report[0] else None

@@ -252,3 +252,60 @@ def test_unparseable_answers_are_counted_not_landed():
     frames, counts = parse_raw_rows("specs", rows)
     assert counts == {"found": 0, "failed": 1, "skipped": 0} and frames == {}
     assert set(MODELS) == set(backfill.REPARSE_DATASETS)
+
+
+REFUSAL = r"the plan costs (\d+) units, more than --max-units (\d+): nothing was called"
+
+
+def test_max_units_refuses_a_backfill_before_any_call_as_a_refresh_does(backfilled, fleet, sandbox, capsys):
+    """issue 30: `fleet backfill --max-units 1` spent a unit and ended partial, where a refresh refuses (exit 4)."""
+    import re
+
+    before = _calls(sandbox)
+    vins = fleet["vins"][:3]
+    code = main(["backfill", "--db", fleet["db"], "--lake", "", "--vins", ",".join(vins), "--max-units", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 4 and out["status"] == "refused"
+    assert re.fullmatch(REFUSAL, out["message"]).groups() == (str(3 * 5), "2")  # five datasets, a unit each
+    assert _calls(sandbox) == before  # nothing called
+    with open_database(fleet["db"]) as db:
+        run = db.sql("SELECT kind, status, message FROM runs WHERE run_id = $r", {"r": out["run_id"]}).row(0)
+        calls = db.sql("SELECT count(*) FROM api_calls WHERE run_id = $r", {"r": out["run_id"]}).item()
+    assert run == ("backfill", "refused", out["message"]) and calls == 0
+    # The refresh's refusal is the same sentence, from the same place.
+    csv = fleet["folder"] / "fleet.csv"
+    assert main(["refresh", str(csv), "--db", fleet["db"], "--dry-run", "--force", "--max-units", "2", "--json"]) == 4
+    assert re.fullmatch(REFUSAL, json.loads(capsys.readouterr().out)["message"])
+
+
+def test_backfill_dry_run_prints_the_plan_and_its_cost_and_calls_or_writes_nothing(backfilled, fleet, sandbox, capsys):
+    lock = Path(fleet["db"] + ".lock")
+    before, published = _calls(sandbox), Path(fleet["db"]).stat().st_mtime_ns
+    locked = lock.stat().st_mtime_ns if lock.exists() else None
+    vins = fleet["vins"][:2]
+    code = main(["backfill", "--db", fleet["db"], "--vins", ",".join(vins), "--datasets", "specs,market_value",
+                 "--dry-run"])
+    printed = capsys.readouterr()
+    assert code == 0
+    assert "Plan: 4 units" in printed.err and "/specs" in printed.err and "/v2/marketvalue" in printed.err
+    assert main(["backfill", "--db", fleet["db"], "--failures", "--dry-run", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["status"] == "planned" and planned["kind"] == "backfill"
+    import duckdb
+
+    with duckdb.connect(fleet["db"], read_only=True) as con:  # what is published: what the dry run reads
+        open_failures = dict(con.execute("SELECT dataset, count(DISTINCT vin) FROM failures WHERE resolved_at IS NULL "
+                                         "GROUP BY dataset").fetchall())
+    assert open_failures and {k: (d["planned"], d["estimated_units"]) for k, d in planned["datasets"].items()} == {
+        k: (n, n) for k, n in open_failures.items()}
+    assert _calls(sandbox) == before and Path(fleet["db"]).stat().st_mtime_ns == published
+    assert (lock.stat().st_mtime_ns if lock.exists() else None) == locked  # no lock taken
+
+
+def test_the_help_of_backfill_says_what_it_does(capsys):
+    for command in ("refresh", "backfill"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert "--dry-run print the plan and its cost; make no call" in text, command
+        assert "refuse a plan that costs more" in text, command
