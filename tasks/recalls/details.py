@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
@@ -61,12 +61,14 @@ async def fetch_recall_details(
     match: str = "vin",
     journals: Path | None = None,
     landed: asyncio.Queue[str | None] | None = None,
+    on_due: Callable[[int], None] | None = None,
 ) -> DetailsOutcome:
     """`journals`: the folder where per-VIN lookups are journalled before they land (see tasks/staging/journal.py).
 
     `landed`: the ids of recall batches as their results land, then None (tasks/recalls/pipeline.py):
     the details due now are looked up first, then each batch's as it lands, while the other batches
-    are still processed (by VIN only: a model listing needs the specs landed first).
+    are still processed (by VIN only: a model listing needs the specs landed first). `on_due` hears the
+    number of lookups due so far, first and each time a batch adds some (a progress bar's total).
     """
     if match not in MATCHES:
         raise ValueError(f"recall details are matched by {' or '.join(MATCHES)}, not {match!r}")
@@ -74,6 +76,8 @@ async def fetch_recall_details(
         raise ValueError("recall details are looked up as batches land only by VIN")
     due = db.query("recall_details_due", run_id=run_id, batch_id=None).to_dicts()
     outcome = DetailsOutcome(due=len(due))
+    if on_due:
+        on_due(outcome.due)
     listed, per_vin = _grouped(due, match)
     if listed:
         per_vin.extend(await _by_model(db, run_id, listed, calls, outcome))
@@ -85,6 +89,8 @@ async def fetch_recall_details(
                  if r["vin"] not in taken]
         taken.update(r["vin"] for r in fresh)
         outcome.due += len(fresh)
+        if on_due and fresh:
+            on_due(outcome.due)
         await by_vin.look_up(fresh)
     return outcome
 

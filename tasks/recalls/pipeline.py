@@ -29,12 +29,15 @@ async def check_recalls_and_details(
     chunk_size: int = 1000,
     journals: Path | None = None,
     on_details: Callable[[int], None] | None = None,
+    on_details_due: Callable[[int], None] | None = None,
 ) -> tuple[RecallOutcome, DetailsOutcome]:
     """The batches' outcome and the details' outcome; `calls` is shared by both (one budget, one set of stops),
-    but for its progress: `calls.on_progress` hears of batch VINs, `on_details` of detail lookups."""
+    but for its progress: `calls.on_progress` hears of batch VINs, `on_details` of detail lookups done and
+    `on_details_due` of how many are due so far (it grows as batches land)."""
     landed: asyncio.Queue[str | None] = asyncio.Queue()
     details = asyncio.create_task(fetch_recall_details(
         db, run_id, calls=replace(calls, on_progress=on_details), chunk_size=chunk_size, journals=journals, landed=landed,
+        on_due=on_details_due,
     ))
     try:
         outcome = await run_recall_batches(db, run_id, due_vins, calls=calls, batches=batches, on_landed=landed.put_nowait)

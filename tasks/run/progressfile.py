@@ -79,9 +79,12 @@ class ProgressFile:
         return None
 
     def start(self, key: str, description: str, total: int) -> None:
+        """A bar begins, or (started again) learns its new total: what it has done so far stays, as RichBars
+        keeps it (recall details are counted in as each batch lands, while the first ones are looked up)."""
         with self._lock:
             self.state["phase"] = "ingest" if key == "ingest" else "reparse" if key.startswith("reparse:") else "fetch"
-            self.state["datasets"][key] = {"description": description, "done": 0, "total": total}
+            done = self.state["datasets"].get(key, {}).get("done", 0)
+            self.state["datasets"][key] = {"description": description, "done": done, "total": total}
         self.write(force=True)
 
     def advance(self, key: str, amount: int = 1) -> None:

@@ -150,10 +150,11 @@ def check_recalls(run_id: str, due_path: str | None, batch_size: int, webhook_ur
         calls = _calls(run_id, 32, budget_left, "recalls")
         outcome = asyncio.run(run_recall_batches(db, run_id, vins, calls=calls, batches=batches))
     else:
-        reporter.start("recall_details", "Recall campaign details", db.query("recall_details_due", run_id=run_id, batch_id=None).height)
+        # Their total grows as each batch lands (a bar's total then: done never runs past it, issue 30).
         outcome, details = asyncio.run(check_recalls_and_details(
             db, run_id, vins, calls=_calls(run_id, details_concurrency, budget_left, "recalls"), batches=batches,
-            journals=run.staging.answers, on_details=lambda n: reporter.advance("recall_details", n)))
+            journals=run.staging.answers, on_details=lambda n: reporter.advance("recall_details", n),
+            on_details_due=lambda n: reporter.start("recall_details", "Recall campaign details", n)))
     run.publish_if_due()
     get_run_logger().info("recall batches: %s", fields(outcome))
     if details is None:
