@@ -277,14 +277,32 @@ NO_DATA = "no_data"
 DEFAULT_NO_DATA_FRESHNESS = timedelta(days=7)
 
 
+# One grammar for every duration an option takes (`--fresh`, `--retry-window`): seconds, or a number with a unit.
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def seconds(text: Any) -> float:
+    """A duration as the options write it, in seconds: "90" or "90s", "3m", "12h", "14d"; ValueError otherwise."""
+    written = str(text).strip().lower()
+    amount, unit = (written[:-1], DURATION_UNITS[written[-1]]) if written[-1:] in DURATION_UNITS else (written, 1)
+    try:
+        value = float(amount) * unit
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):  # nan, inf and negatives too
+        raise ValueError(f"{text!r} is not a duration")
+    return value
+
+
 def parse_freshness(overrides: dict[str, str] | None) -> dict[str, timedelta]:
     """`{"market_value": "14d", "recalls": "12h", "no_data": "3d"}` -> windows; unknown datasets are refused."""
     windows = {**DEFAULT_FRESHNESS, NO_DATA: DEFAULT_NO_DATA_FRESHNESS}
     for name, text in (overrides or {}).items():
         if name not in windows:
             raise ValueError(f"unknown dataset {name!r} in freshness; choose from {', '.join(ALL_DATASETS)} or {NO_DATA}")
-        number, unit = text[:-1], text[-1:].lower()
-        if unit not in ("d", "h", "m") or not number.replace(".", "", 1).isdigit():
-            raise ValueError(f"freshness {text!r} for {name}: use a number with d, h or m (e.g. 30d)")
-        windows[name] = timedelta(**{{"d": "days", "h": "hours", "m": "minutes"}[unit]: float(number)})
+        try:
+            windows[name] = timedelta(seconds=seconds(text))
+        except ValueError:
+            raise ValueError(f"freshness {text!r} for {name}: use a number of seconds, or one with s, m, h or d "
+                             "(e.g. 30d)") from None
     return windows

@@ -111,24 +111,21 @@ def percentage(value: Any) -> float:
     return share
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600}
-
-
 def duration(value: Any) -> float | None:
-    """Seconds (a number, or one with s, m or h, e.g. "90s", "3m"); "off" (or None) is no bound."""
+    """Seconds, in `--fresh`'s grammar (tasks/datasets.py `seconds`: "90", "90s", "3m", "1h", "1d"); "off" (or None)
+    is no bound."""
+    from fleet_data.tasks.datasets import seconds
+
     if value is None:
         return None
     text = str(value).strip().lower() if isinstance(value, (int, float, str)) and not isinstance(value, bool) else ""
     if text == "off":
         return None
-    amount, unit = (text[:-1], _UNITS[text[-1]]) if text[-1:] in _UNITS else (text, 1)
     try:
-        seconds = float(amount) * unit
+        return seconds(text)
     except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < math.inf:
-        raise ValueError(f"{value!r} is not a duration; write seconds or a number with s, m or h (e.g. 3m), or off")
-    return seconds
+        raise ValueError(f"{value!r} is not a duration; write seconds or a number with s, m, h or d (e.g. 3m), "
+                         "or off") from None
 
 
 def dataset_list(value: Any) -> list[str]:
@@ -221,7 +218,7 @@ class RefreshOptions(RunOptions):
         default_factory=lambda: dataset_list([]), description="the datasets to keep fresh, comma-separated")
     fresh: Annotated[dict[str, str], BeforeValidator(fresh_windows), Cli(shared=True, metavar="DATASET=AGE")] = Field(
         default_factory=dict, description="freshness window per dataset, e.g. market_value=14d, or no_data=3d for "
-                                          "404 answers (repeatable)")
+                                          "404 answers: seconds, or with s, m, h or d (repeatable)")
     batch_size: Annotated[int, BeforeValidator(batch_vins), Cli(shared=True), Field(
         ge=1, le=MAX_BATCH_VINS, description=f"VINs per recall batch (at most {MAX_BATCH_VINS:,})")] = MAX_BATCH_VINS
     recall_details: Annotated[Literal["vin", "model"], Cli(shared=True), Field(
@@ -231,7 +228,7 @@ class RefreshOptions(RunOptions):
         description="look up VINs by plate for rows that have a plate and no VIN (--no-plates: they are rejected)")] = True
     retry_window: Annotated[float | None, BeforeValidator(duration), Cli(shared=True, metavar="DURATION", grammar=True),
                             Field(description="once every first call is made, retries get this long more, then what "
-                                              "still waits is pending for the next run: seconds, or with s, m or h "
+                                              "still waits is pending for the next run: seconds, or with s, m, h or d "
                                               "(off or null: no bound)")] = DEFAULT_RETRY_WINDOW
     force: Annotated[Switch, Cli(), Field(description="ignore freshness: fetch every VIN again")] = False
     dry_run: Annotated[Switch, Cli(RUNS), Field(description="print the plan and its cost; make no call")] = False
@@ -498,7 +495,7 @@ class ProcessSettings(BaseSettings):
                     "many seconds")] = DEFAULT_PUBLISH_SECONDS
     retry_window: Annotated[float | None, BeforeValidator(duration), Field(
         description="also the retry window of runs in this process: a worker process of `--workers` inherits "
-                    "its run's (seconds, or with s, m or h; off: no bound)")] = DEFAULT_RETRY_WINDOW
+                    "its run's (seconds, or with s, m, h or d; off: no bound)")] = DEFAULT_RETRY_WINDOW
     min_free_mb: Annotated[float, BeforeValidator(lambda v: number(v, least=0, example="64")), Field(
         description="megabytes a run keeps free on each disk it writes (working store, staging, lake): checked "
                     "before each chunk and before publishing; below it the run stops calling and ends failed "

@@ -302,12 +302,12 @@ def _stage(due: pl.DataFrame, path: Path, staged: list[tuple[pl.DataFrame, str]]
 
 
 def age_text(window: timedelta) -> str:
-    """A window as `--fresh` writes it: 7d, 12h, 90m."""
-    minutes = window.total_seconds() / 60
-    for unit, size in (("d", 1440), ("h", 60)):
-        if minutes >= size and minutes % size == 0:
-            return f"{int(minutes // size)}{unit}"
-    return f"{minutes:g}m"
+    """A window as `--fresh` writes it: 7d, 12h, 90m, 45s."""
+    total = window.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if total >= size and total % size == 0:
+            return f"{int(total // size)}{unit}"
+    return f"{total:g}s"
 
 
 def read_slice(path: str, offset: int = 0, length: int | None = None) -> list[dict]:

@@ -67,7 +67,7 @@ def test_a_freshness_the_grammar_refuses_is_refused_first(fleet, tmp_path, capsy
 
 @pytest.mark.parametrize("fresh,phrase", [("mileage=3d", "unknown dataset 'mileage'"),
                                           ("market_value", "DATASET=AGE"),
-                                          ("market_value=", "use a number with d, h or m")])
+                                          ("market_value=", "use a number of seconds, or one with s, m, h or d")])
 def test_other_freshness_mistakes(fresh, phrase, fleet, tmp_path, capsys):
     refused(["refresh", fleet, "--db", str(tmp_path / "fleet.duckdb"), "--lake", "", "--fresh", fresh],
             tmp_path, capsys, phrase)
