@@ -99,10 +99,24 @@ def final_status(summary: dict[str, Any], cancelled: bool = False) -> None:
     unfinished = any(c.get("failed") or c.get("pending") for c in [*summary["datasets"].values(), details])
     unfinished = unfinished or bool(plates.get("failed") or plates.get("not_looked_up"))
     summary["status"] = "cancelled" if cancelled else "partial" if unfinished else "completed"
+    if summary["status"] == "partial" and not summary.get("message"):  # runs.message says why, as for the others
+        summary["message"] = partial_message(summary)
     if cancelled:
         left = sum(c.get("pending") or 0 for c in [*summary["datasets"].values(), details])
         summary["message"] = (f"cancelled by a stop signal: no call started after it; answers not landed yet land in the next run; "
                               f"{left} VIN-datasets left pending for the next run")
+
+
+def partial_message(summary: dict[str, Any]) -> str:
+    """Why a run ended partial, in one line: what it left pending and what failed (the view vin_status lists them)."""
+    parts = [*summary["datasets"].values(), summary.get("recall_details") or {}]
+    pending, failed = (sum(c.get(k) or 0 for c in parts) for k in ("pending", "failed"))
+    plates = summary.get("plates") or {}
+    words = [f"{pending} VIN-datasets left pending" if pending else "", f"{failed} failed" if failed else "",
+             f"{plates.get('not_looked_up') or 0} plates not looked up" if plates.get("not_looked_up") else "",
+             f"{plates.get('failed') or 0} plate lookups failed" if plates.get("failed") else ""]
+    return (", ".join(w for w in words if w) + ": the next refresh asks again for what is pending and the failures "
+            "worth retrying (view vin_status)")
 
 
 def plan_text(plan: "Plan") -> str:

@@ -145,3 +145,30 @@ def test_the_next_refresh_asks_for_exactly_those_and_keeps_when_the_wait_began(f
                              [ALWAYS_503]).fetchone()
     assert waited == ("pending", first_run, second["run_id"])  # pending since the first run, left by the second
     assert os.environ.get("VDS_API_KEY") == KEY and Path(faulty["db"]).is_file()
+
+
+def test_a_partial_run_says_why_in_runs_message(faulty):
+    """issue 30: runs.message was NULL for partial runs."""
+    import duckdb
+
+    summary = faulty["summary"]
+    with duckdb.connect(faulty["db"], read_only=True) as con:
+        status, message = con.execute("SELECT status, message FROM runs WHERE run_id = ?", [summary["run_id"]]).fetchone()
+    parts = [*summary["datasets"].values(), summary["recall_details"]]
+    pending, failed = sum(p["pending"] for p in parts), sum(p["failed"] for p in parts)
+    assert status == "partial" and message == summary["message"]
+    assert message.startswith(f"{pending} VIN-datasets left pending, {failed} failed: ") and "vin_status" in message
+
+
+def test_a_refused_run_is_in_the_lake_as_in_the_database(faulty, tmp_path):
+    """issue 30: the lake left out refused runs (and their roster), which the database holds."""
+    from fleet_data.flows.refresh import refresh_fleet
+    from fleet_data.tasks.settings import RefreshOptions
+
+    db, lake = tmp_path / "refused.duckdb", tmp_path / "lake"
+    summary = refresh_fleet([faulty["fleet"]], RefreshOptions(db=str(db), lake=str(lake), max_units=1))
+    assert summary["status"] == "refused"
+    runs = pl.read_parquet(lake / "runs" / "part-0.parquet")
+    assert runs.filter(pl.col("run_id") == summary["run_id"])["status"].to_list() == ["refused"]
+    vehicles = pl.scan_parquet(lake / "vehicles", hive_partitioning=True).collect()
+    assert vehicles.height == summary["ingest"]["valid"]
