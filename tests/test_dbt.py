@@ -85,3 +85,45 @@ def test_dbt_builds_a_model_over_the_published_database_and_the_lake(dbt, fleet,
 
     said: list[str] = []
     assert publish(fleet / "fleet.duckdb", say=said.append) is not None and said == []  # dbt wrote nothing there
+
+
+def documented_commands() -> list[str]:
+    """The `dbt build` lines of dbt/README.md, as a user types them (comments dropped)."""
+    text = (ROOT / "dbt" / "README.md").read_text(encoding="utf-8")
+    lines = [line.split("#")[0].strip() for line in text.split("```sh", 1)[1].split("```", 1)[0].splitlines()]
+    return [line for line in lines if "dbt build" in line]
+
+
+def test_the_documented_commands_work_from_the_root_and_from_dbt_and_write_a_file_older_duckdb_reads(dbt, fleet, tmp_path):
+    """issue 30: `cd dbt && dbt build --profiles-dir .` could not open dbt/data/analytics.duckdb (the profile's
+    paths were the current folder's), dbt/logs and dbt/target were not ignored, and the DuckDB CLI 1.5 could not
+    open what dbt wrote. A copy of dbt/ beside the published data/, run without any FLEET_* variable."""
+    import shutil
+
+    from tests.sql.test_older_duckdb import _venv
+
+    repo = fleet.parent  # holds data/: fleet.duckdb and lake/
+    shutil.copytree(ROOT / "dbt", repo / "dbt", ignore=shutil.ignore_patterns("logs", "target"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEET_")}
+    env.update(HOME=str(tmp_path), DO_NOT_TRACK="1", DBT_SEND_ANONYMOUS_USAGE_STATS="false", PATH=f"{dbt.parent}:{env['PATH']}")
+    commands = documented_commands()
+    assert len(commands) == 2 and any(c.startswith("cd dbt") for c in commands)
+    cli = _venv("cli", "duckdb-cli") / "bin" / "duckdb"
+    lts = _venv("lts", "duckdb==1.4.*") / "bin" / "python"
+    for command in commands:
+        (repo / "data" / "analytics.duckdb").unlink(missing_ok=True)
+        done = subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True, timeout=300,
+                              check=False)
+        assert done.returncode == 0 and "PASS=3" in done.stdout, command + done.stdout[-3000:] + done.stderr[-2000:]
+        read = subprocess.run([str(cli), "-readonly", "-csv", "-noheader", str(repo / "data" / "analytics.duckdb"), "-c",
+                               "SELECT count(*), sum(valuations) FROM vehicle_valuations"],
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert (read.returncode, read.stdout.strip()) == (0, "2,2"), command + read.stderr
+        older = subprocess.run([str(lts), "-c", "import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True); "
+                                "print(con.sql('SELECT count(*) FROM vehicle_valuations').fetchone()[0])",
+                                str(repo / "data" / "analytics.duckdb")], capture_output=True, text=True, timeout=120)
+        assert older.stdout.strip() == "2", command + older.stderr
+    assert {p.name for p in (repo / "dbt").iterdir()} >= {"logs", "target"}  # what git must ignore in the checkout
+    ignored = subprocess.run(["git", "check-ignore", "dbt/logs/dbt.log", "dbt/target/manifest.json"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert ignored.stdout.split() == ["dbt/logs/dbt.log", "dbt/target/manifest.json"]

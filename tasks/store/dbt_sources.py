@@ -4,9 +4,10 @@ Two sources, each table and view described as in sql/dictionary/:
   fleet       the published file, attached read-only as `fleet` by the dbt profile (dbt/profiles.yml)
   fleet_lake  the lake's Parquet folders, read in place (dbt-duckdb's `external_location`), partition
               columns typed from the folder names; ownership_records (personal data) is not there.
-Where both live comes from the environment when dbt runs: FLEET_DB (default data/fleet.duckdb, used by the
-profile) and FLEET_LAKE (default data/lake). Written by `python -m fleet_data.tasks.store.dictionary_files`; a test keeps the file
-equal to what this module generates.
+Where both live comes from the environment when dbt runs: FLEET_DB (used by the profile) and FLEET_LAKE;
+without them, the repository's data/fleet.duckdb and data/lake, found from dbt's profiles folder (dbt/).
+Written by `python -m fleet_data.tasks.store.dictionary_files`; a test keeps the file equal to what this
+module generates.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 from fleet_data.tasks.store.dictionary import DICTIONARY_DIR, Relation, load
 
 SOURCES_PATH = DICTIONARY_DIR.parent.parent / "dbt" / "models" / "sources.yml"
-LAKE_LOCATION = ("read_parquet('{{ env_var(\"FLEET_LAKE\", \"data/lake\") }}/{name}/**/*.parquet', "
+LAKE_LOCATION = ("read_parquet('{{ env_var(\"FLEET_LAKE\", flags.PROFILES_DIR ~ \"/../data/lake\") }}/{name}/**/*.parquet', "
                  "hive_partitioning = true)")
 
 
