@@ -59,7 +59,7 @@ def preview_refresh(
                                rule=DueRule(force, parse_freshness(freshness)), plates_waiting=waiting, roster=roster)
         summary = start_summary(run_id, counts, plan)
         text = plan_text(plan)
-        nothing_due = not plan.plates and not any(d.due for d in plan.datasets.values())
+        nothing_due = plan.nothing_due
     refused = plan.refusal(max_units)
     summary["status"] = "refused" if refused else "planned"
     if refused:

@@ -87,6 +87,11 @@ class Plan:
         recalls = self.datasets.get("recalls")
         return recalls.due + self.recall_details_waiting if recalls else 0
 
+    @property
+    def nothing_due(self) -> bool:
+        """Nothing to call: no dataset has a VIN due, no plate needs a lookup, no recall campaigns wait to be looked up."""
+        return not self.plates and not self.recall_details_waiting and not any(d.due for d in self.datasets.values())
+
     def refusal(self, max_units: int | None) -> str | None:
         """Why `--max-units` refuses this plan before anything is called (None: it does not). One message for
         `refresh` and `backfill`, their dry runs included."""

@@ -131,7 +131,7 @@ def answer_without_calls(run: RunContext, fleet: IngestResult, paths: list[str],
     """
     roster, rejected, counts = settle(run, fleet, options.plates)  # plates needing a lookup are staged: the plan counts them
     made, _ = plan(run, options.datasets, options.force, options.fresh or None, roster=roster)
-    if made.plates or any(d.due for d in made.datasets.values()):
+    if not made.nothing_due:
         return None
     run.store.start_run("refresh", [str(f) for f in fleet.files] or paths, options.run_parameters(), run_id=run.run_id)
     run.store.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)

@@ -80,3 +80,14 @@ def test_the_dry_run_plans_them_from_the_published_file_and_prices_them(db_path,
     assert preview.summary["estimated_units"] == 3
     assert "1 left pending and 2 failed before: 3 units" in preview.plan
     assert not preview.nothing_due and db_path.stat().st_mtime_ns == before  # nothing written
+
+
+def test_campaigns_waiting_to_be_looked_up_are_something_to_do(db_path, tmp_path):
+    """A refresh whose only work is the campaign details a stopped run left is not answered as "nothing due"
+    (which starts no flow, so they would wait for the recalls to go stale)."""
+    with open_database(db_path) as db:
+        db.start_run("refresh", [], run_id="r2")
+        db.land("vehicles", pl.DataFrame({"vin": VINS, "state": ["TX"] * len(VINS)}), "r2")
+        plan = make_plan(db, "r2", ["recalls"], tmp_path / "due", rule=DueRule(now=NOW))
+    assert plan.datasets["recalls"].due == 0 and plan.recall_details_waiting == 1
+    assert not plan.nothing_due
