@@ -141,9 +141,9 @@ def print_status(status: dict[str, Any]) -> None:
         console.print(f"[bold yellow]Damaged answer journals in quarantine[/bold yellow]: "
                       f"{len(status['quarantined_journals'])} (their readable answers landed; each beside a "
                       f"`.reason.txt`): {', '.join(status['quarantined_journals'])}", highlight=False, soft_wrap=True)
-    table("VINs per dataset and status (the view vin_status; recall_details: VINs whose recall check counted "
-          "recalls; not applicable: registered outside its markets, never called; pending and retryable failures: "
-          "the next refresh asks again)",
+    # Not applicable: registered outside the dataset's markets, never called. Pending and retryable failures: the
+    # next refresh asks again. recall_details: the VINs whose recall check counted recalls.
+    table("VINs per dataset and state (view vin_status; the next refresh asks again for pending and retryable)",
           ["dataset", "VINs", "answered", "no data", "not applicable", "pending", "failed", "of which retryable",
            "never asked", "last answer"],
           [[r["dataset"], r["vins"], r["answered"], r["no_data"], r["not_applicable"], r["pending"], r["failed"],
