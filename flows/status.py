@@ -55,9 +55,7 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
                                 "brings it up to date (one with nothing due calls nothing)")
         recent = db.query("status_recent_runs", limit=runs).to_dicts()
         spent = db.query("units_by_endpoint_since", since=since).to_dicts()
-        datasets = db.query("status_by_dataset", datasets=list(DEFAULT_DATASETS)).to_dicts()
-        pending = db.query("status_left_pending").to_dicts()
-        failed = db.query("status_failed", limit=FAILED_GROUPS).to_dicts()
+        datasets, pending, failed = vin_states(db.query("status_vin_groups"))
         batches = db.query("unfinished_recall_batches").select(BATCH_COLUMNS).to_dicts()
     after = live_run(db_path)
     live = {r["run_id"] for r in (before, after) if r}
@@ -80,6 +78,33 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
         "failed": failed,
         "recall_batches_in_flight": batches,
     }
+
+
+STATES = ("answered", "no_data", "not_applicable", "pending", "failed", "never_asked")
+
+
+def vin_states(groups: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The view vin_status read once (`status_vin_groups`), three ways: per dataset the VINs in each state (every
+    default dataset, and any other with a VIN asked for); what is pending, by why and since which run; the
+    failures by dataset, status, whether worth retrying and message (the largest FAILED_GROUPS)."""
+    import polars as pl
+
+    from fleet_data.tasks.datasets import REGISTRY
+
+    order = [n for name in REGISTRY for n in ((name, "recall_details") if name == "recalls" else (name,))]
+    per = groups.group_by("dataset").agg(
+        pl.col("vins").sum(), *(pl.col("vins").filter(pl.col("status") == s).sum().alias(s) for s in STATES),
+        pl.col("vins").filter((pl.col("status") == "failed") & pl.col("retryable")).sum().alias("failed_retryable"),
+        pl.col("last_answered").max().alias("last_fetched_at"))
+    per = per.filter(pl.col("dataset").is_in(list(DEFAULT_DATASETS)) | (pl.col("never_asked") < pl.col("vins")))
+    datasets = sorted(per.to_dicts(), key=lambda r: order.index(r["dataset"]) if r["dataset"] in order else len(order))
+    pending = (groups.filter(pl.col("status") == "pending").group_by("dataset", "reason", "since_run_id")
+               .agg(pl.col("vins").sum(), pl.col("first_since").min()).sort("first_since", "reason", nulls_last=True))
+    failed = (groups.filter(pl.col("status") == "failed").group_by("dataset", "http_status", "retryable", "reason")
+              .agg(pl.col("vins").sum(), pl.col("most_attempts").max()).rename({"reason": "message"})
+              .sort(["vins", "dataset"], descending=[True, False]).head(FAILED_GROUPS))
+    return datasets, sorted(pending.to_dicts(), key=lambda r: order.index(r["dataset"]) if r["dataset"] in order
+                            else len(order)), failed.to_dicts()
 
 
 def run_status(args: argparse.Namespace) -> int:

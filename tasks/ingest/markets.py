@@ -114,8 +114,8 @@ def registry_sql() -> str:
     return f"""-- Generated from tasks/ingest/markets.py and tasks/datasets.py (python -m fleet_data.tasks.ingest.markets); do not edit.
 -- The planner's rules as macros, for views that say per VIN what each dataset can answer (vin_status).
 
--- A code as the fleet file gives it, compared as the planner compares it: trimmed, upper case.
-CREATE OR REPLACE MACRO fleet_code(text) AS upper(regexp_replace(CAST(text AS VARCHAR), '^\\s+|\\s+$', '', 'g'));
+-- A code as the fleet file gives it, compared as the planner compares it: trimmed of white space, upper case.
+CREATE OR REPLACE MACRO fleet_code(text) AS upper(trim(CAST(text AS VARCHAR), ' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)));
 
 -- Where a vehicle is registered, first match wins: the file's country (ISO alpha-2 or a known name), its state
 -- or province (US, then Canada, then Australia), a North American VIN (first character 1-5) or one /specs decoded

@@ -215,6 +215,7 @@ class Published:
         except duckdb.Error as exc:
             raise unusable_published(exc, self.path) from None
         self.connection.execute("SET TimeZone = 'UTC'")
+        self.connection.execute("SET enable_progress_bar = false")  # a long read draws no bar into a command's output
 
     def query(self, name: str, **params: Any) -> pl.DataFrame:
         if not QUERY_NAME.match(name) or not (SQL_DIR / "queries" / f"{name}.sql").is_file():

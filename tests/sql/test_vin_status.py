@@ -130,8 +130,8 @@ def test_the_market_macro_is_the_planners_rule(db):
     """vehicle_market (SQL) gives what tasks/ingest/markets.py with_market (polars) gives, on every combination of
     awkward inputs: names and codes of countries, states of three countries, VINs of both kinds, decoded or not."""
     vins = ["1HGCM82633A004352", "WBA3A5C56G0915102", "JTDKB20U093000001"]
-    states = [None, "TX", " tx ", "ON", "qc", "NSW", "WA", "NT", "XX", ""]
-    countries = [None, "US", "USA", " méxico ", "Canada", "de", "United Kingdom", "Narnia", "ZZ", ""]
+    states = [None, "TX", " tx\t", "ON", "qc", "NSW", "WA", "NT", "XX", ""]
+    countries = [None, "US", "USA", " méxico ", "Canada", "\nde ", "United Kingdom", "Narnia", "ZZ", ""]
     decoded = [None, True, False]
     grid = pl.DataFrame(list(itertools.product(vins, states, countries, decoded)),
                         schema={"vin": pl.String, "state": pl.String, "country": pl.String,
