@@ -9,7 +9,7 @@ Both share the run's budget and stops. Details by VIN only: a model listing wait
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -17,6 +17,15 @@ from fleet_data.tasks.control.calls import Calls
 from fleet_data.tasks.recalls.batches import BatchOptions, RecallOutcome, run_recall_batches
 from fleet_data.tasks.recalls.details import DetailsOutcome, fetch_recall_details
 from fleet_data.tasks.store.database import Database
+
+
+@dataclass(frozen=True)
+class DetailsProgress:
+    """How campaign detail lookups report: `done(n)` as lookups settle, `due(total)` each time more are due (the
+    total grows as batches land)."""
+
+    done: Callable[[int], None] | None = None
+    due: Callable[[int], None] | None = None
 
 
 async def check_recalls_and_details(
@@ -28,16 +37,15 @@ async def check_recalls_and_details(
     batches: BatchOptions,
     chunk_size: int = 1000,
     journals: Path | None = None,
-    on_details: Callable[[int], None] | None = None,
-    on_details_due: Callable[[int], None] | None = None,
+    details_progress: DetailsProgress | None = None,
 ) -> tuple[RecallOutcome, DetailsOutcome]:
     """The batches' outcome and the details' outcome; `calls` is shared by both (one budget, one set of stops),
-    but for its progress: `calls.on_progress` hears of batch VINs, `on_details` of detail lookups done and
-    `on_details_due` of how many are due so far (it grows as batches land)."""
+    but for its progress: `calls.on_progress` hears of batch VINs, `details_progress` of the detail lookups."""
     landed: asyncio.Queue[str | None] = asyncio.Queue()
+    progress = details_progress or DetailsProgress()
     details = asyncio.create_task(fetch_recall_details(
-        db, run_id, calls=replace(calls, on_progress=on_details), chunk_size=chunk_size, journals=journals, landed=landed,
-        on_due=on_details_due,
+        db, run_id, calls=replace(calls, on_progress=progress.done), chunk_size=chunk_size, journals=journals,
+        landed=landed, on_due=progress.due,
     ))
     try:
         outcome = await run_recall_batches(db, run_id, due_vins, calls=calls, batches=batches, on_landed=landed.put_nowait)

@@ -52,7 +52,7 @@ from fleet_data.tasks.land.plates import land_lookups
 from fleet_data.tasks.outputs.preview import preview_refresh
 from fleet_data.tasks.recalls.batches import BatchOptions, run_recall_batches
 from fleet_data.tasks.recalls.details import DetailsOutcome, fetch_recall_details
-from fleet_data.tasks.recalls.pipeline import check_recalls_and_details
+from fleet_data.tasks.recalls.pipeline import DetailsProgress, check_recalls_and_details
 from fleet_data.tasks.outputs.report import report_markdown
 from fleet_data.tasks.land.shred import staged_tables
 from fleet_data.tasks.staging.staged_chunk import StagedTables
@@ -153,8 +153,9 @@ def check_recalls(run_id: str, due_path: str | None, batch_size: int, webhook_ur
         # Their total grows as each batch lands (a bar's total then: done never runs past it, issue 30).
         outcome, details = asyncio.run(check_recalls_and_details(
             db, run_id, vins, calls=_calls(run_id, details_concurrency, budget_left, "recalls"), batches=batches,
-            journals=run.staging.answers, on_details=lambda n: reporter.advance("recall_details", n),
-            on_details_due=lambda n: reporter.start("recall_details", "Recall campaign details", n)))
+            journals=run.staging.answers, details_progress=DetailsProgress(
+                done=lambda n: reporter.advance("recall_details", n),
+                due=lambda n: reporter.start("recall_details", "Recall campaign details", n))))
     run.publish_if_due()
     get_run_logger().info("recall batches: %s", fields(outcome))
     if details is None:

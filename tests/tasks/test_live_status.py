@@ -10,7 +10,7 @@ import polars as pl
 
 from fleet_data.tasks.control.calls import Calls
 from fleet_data.tasks.recalls.batches import BatchOptions
-from fleet_data.tasks.recalls.pipeline import check_recalls_and_details
+from fleet_data.tasks.recalls.pipeline import DetailsProgress, check_recalls_and_details
 from fleet_data.tasks.run.progressfile import ProgressFile, read_progress
 
 from .test_recall_scheduling import with_recalls
@@ -46,7 +46,8 @@ def test_the_details_bar_counts_in_each_batch_as_it_lands_and_never_runs_past_it
     # As the refresh's check-recalls task wires it (tasks/steps/refresh_tasks.py).
     batches, details = asyncio.run(check_recalls_and_details(
         store, "r1", due, calls=Calls(settings(), concurrency=4), batches=BatchOptions(tmp_path / "b", 3, poll_interval=0.05),
-        on_details=lambda n: bar.advance(KEY, n), on_details_due=lambda n: bar.start(KEY, "Recall campaign details", n)))
+        details_progress=DetailsProgress(done=lambda n: bar.advance(KEY, n),
+                                         due=lambda n: bar.start(KEY, "Recall campaign details", n))))
     assert batches.checked == 8 and details.due >= 6 and details.by_vin == details.due
     assert all(done <= total for done, total in bar.seen), bar.seen
     assert len({total for _, total in bar.seen}) >= 2  # the total grew as the batches (of 3 VINs) landed
