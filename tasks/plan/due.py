@@ -47,6 +47,7 @@ class DatasetPlan:
     path: str | None  # staged due VINs (Parquet), None when nothing is due
     no_data_due: int = 0  # of `due`: VINs whose last answer was "no data", asked again after its window
     not_applicable: int = 0  # roster VINs outside the dataset's markets: roster = not_applicable + skipped_fresh + due
+    answered_before: int | None = None  # of `due`: VINs with an earlier answer, so a change can show (None: not counted)
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         return [(start, min(size, self.due - start)) for start in range(0, self.due, size)]
@@ -150,6 +151,7 @@ def make_plan(
         due = _due(scope, statuses, dataset, force=force, fresh_after=now - windows[dataset],
                    no_data_after=now - min(windows[NO_DATA], windows[dataset]))
         no_data_due = int(due["last_outcome"].eq("no_data").sum())
+        answered_before = due.height - due["last_fetched_at"].null_count()
         due = due.drop("last_outcome")
         if declaration(dataset).asks_mileage and due.height and roster is None:
             due = _valuation_mileage(db, due)
@@ -160,7 +162,8 @@ def make_plan(
         endpoint = declared.batch_endpoint or declared.endpoint
         units = due.height if declared.batch_endpoint else due.height * estimate_units(endpoint)
         plan.datasets[dataset] = DatasetPlan(dataset, endpoint, listed, due.height, scope.height - due.height, units,
-                                             path, no_data_due, not_applicable=listed - scope.height)
+                                             path, no_data_due, not_applicable=listed - scope.height,
+                                             answered_before=answered_before)
     return plan
 
 
