@@ -112,6 +112,7 @@ EXPORT_TABLES: dict[str, list[str]] = {
     "run_datasets": ["run_id"],
     "plate_resolutions": ["run_id"],
     "changes": ["run_id"],
+    "reports": [],
 }
 PRIVATE_TABLES = ("ownership_records",)
 

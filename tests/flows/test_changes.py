@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
@@ -168,6 +169,18 @@ def test_a_third_refresh_where_nothing_changed_records_and_posts_nothing(scenari
     assert scenario.third["notification"] == {"sent": False, "reason": "nothing changed"}
     assert scenario.third["datasets"]["specs"]["found"] == 6  # it did fetch everything again
     assert run_change_lines(scenario.third) == [NO_CHANGE]  # compared with the second's answers: nothing moved
+
+
+def test_the_report_of_a_later_run_that_changed_nothing_still_lists_what_changed(scenario):
+    """The third refresh changed nothing; its report (beside the database) still lists the second's changes: "What
+    changed" covers the last 7 days and everything since the previous report, not only the latest run (issue 30)."""
+    from .test_report import table_rows
+
+    page = Path(scenario.db).with_suffix(".report.html").read_text(encoding="utf-8")
+    assert scenario.third["run_id"] in page  # written by the third run
+    listed = sorted(r[2] for t in ("table-changes", "table-changes-info") for r in table_rows(page, t))
+    assert listed == sorted(vin for vin, *_ in _changes(scenario.db, scenario.second["run_id"])) and len(listed) == 7
+    assert "Nothing changed" not in page
 
 
 @pytest.mark.parametrize("option, phrase", [

@@ -26,6 +26,7 @@ from fleet_data.tasks.outputs.summary import FIRST_ANSWERS
 
 from .conftest import SAMPLE, sample_rows
 
+pytestmark = pytest.mark.timeout(900)  # one refresh with its own Prefect start: a minute or two on 2 busy cores
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "output_test_key_3b9e"
 STAMP = re.compile(r"^\[(\d+):(\d\d):(\d\d)\] ")
