@@ -48,7 +48,9 @@ def logged_run(tmp_path_factory) -> SimpleNamespace:
     pl.concat([sample_rows(60), plates], how="diagonal").write_csv(fleet)
     with run_sandbox(SandboxConfig(faults=FaultConfig(latency_ms=(300.0, 400.0)))) as sandbox:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "VDS_"))}
-        env |= {"PYTHONPATH": str(ROOT), "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY}
+        # A Prefect home of its own; its temporary server may take minutes to start on a loaded box.
+        env |= {"PYTHONPATH": str(ROOT), "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY,
+                "PREFECT_HOME": str(folder / "prefect"), "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300"}
         with (folder / "out.txt").open("w") as out, (folder / "err.txt").open("w") as err:
             done = subprocess.run([sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", str(db),
                                    "--lake", "", "--concurrency", "2"], cwd=ROOT, env=env, stdout=out, stderr=err,

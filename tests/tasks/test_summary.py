@@ -8,8 +8,7 @@ from contextlib import redirect_stdout
 from datetime import datetime, timezone
 
 from fleet_data.connectors import CallRecord
-from fleet_data.tasks.outputs.summary import (FIRST_ANSWERS, NO_CHANGE, NOTHING_ANSWERED, final_status, headline,
-                                              headline_parts, notes, print_summary, record_chunk, rows, run_change_lines)
+from fleet_data.tasks.outputs.summary import final_status, headline, notes, print_summary, record_chunk, rows
 from fleet_data.tasks.staging.chunk import ChunkResult
 from fleet_data.tasks.steps.refresh_tasks import chunk_counts
 
@@ -81,8 +80,8 @@ def test_the_summary_says_the_plans_numbers_and_what_plates_added_to_them():
     """The plan printed before any call, then plates found vehicles: the summary's estimate is the plan's plus theirs."""
     from fleet_data.tasks.plan.due import DatasetPlan, Plan
     from fleet_data.tasks.ingest.plates import PlatePlan
-    from fleet_data.tasks.outputs.summary import (estimate_text, plan_text, printed_plan, record_plates, replan,
-                                                  start_summary)
+    from fleet_data.tasks.outputs.summary import (estimate_text, headline_parts, plan_text, printed_plan, record_plates,
+                                                  replan, start_summary)
 
     def plan(vins: int, plates: bool) -> Plan:
         datasets = {"specs": DatasetPlan("specs", "specs", vins, vins, 0, vins, "x", answered_before=0),
@@ -112,6 +111,8 @@ def test_the_summary_says_the_plans_numbers_and_what_plates_added_to_them():
 
 
 def test_no_change_is_said_only_where_a_change_could_have_shown():
+    from fleet_data.tasks.outputs.summary import FIRST_ANSWERS, NO_CHANGE, NOTHING_ANSWERED, run_change_lines
+
     def summary(found: int, answered_before: int | None) -> dict:
         return {"datasets": {"specs": {"found": found, "no_data": 0, "answered_before": answered_before}},
                 "changes": {"total": 0}}
