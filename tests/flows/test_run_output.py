@@ -22,7 +22,6 @@ import pytest
 
 from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
 from fleet_data.connectors.sandbox.faults import FaultConfig
-from fleet_data.tasks.outputs.summary import FIRST_ANSWERS
 
 from .conftest import SAMPLE, sample_rows
 
@@ -114,5 +113,6 @@ def test_the_plans_numbers_are_the_summarys(logged_run):
 
 
 def test_a_first_run_says_it_had_nothing_to_compare_with(logged_run):
-    assert logged_run.out.splitlines()[0] == FIRST_ANSWERS
+    assert logged_run.out.splitlines()[0] == ("First answers for these vehicles: nothing to compare with yet (a change "
+                                              "is a difference from a vehicle's previous answer).")
     assert "No changes" not in logged_run.out
