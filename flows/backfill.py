@@ -274,7 +274,7 @@ def _run_flow(args: argparse.Namespace, datasets: list[str] | None, run_id: str,
     from fleet_data.tasks.outputs.summary import report
     from fleet_data.tasks.store.database import DatabaseError
 
-    bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
+    bars = progress.for_stderr(args.json)  # bars on a terminal, plain lines in a log, none with --json
     try:
         with cancel_on_signals(run_id, started=False) as signals:  # before the flow: ends the command at once
             # Re-parsing calls nothing, so it needs no service (and starts no sandbox).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -101,7 +102,7 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
     from fleet_data.tasks.store.database import DatabaseError
     from fleet_data.tasks.outputs.summary import report
 
-    bars = progress.RichBars() if sys.stderr.isatty() and not args.json else None
+    bars = progress.for_stderr(args.json)  # bars on a terminal, plain lines in a log, none with --json
     window = "off" if options.retry_window is None else str(options.retry_window)
     try:
         # A stop signal before the flow starts ends the command at once (nothing called); after, it cancels the run.
@@ -159,24 +160,30 @@ def _answer_without_calls(fleet: IngestResult, args: argparse.Namespace, options
 
 
 def start_prefect(verbose: bool = False) -> None:
-    """Start Prefect's temporary server (a child that dies with this command), saying so while it starts."""
+    """Start Prefect's temporary server (a child that dies with this command) and load the flows, saying so meanwhile."""
     from prefect.settings import PREFECT_API_URL
 
     from .processes import start_prefect_server
     from .quiet_faults import hide_fault_tracebacks
 
+    def start() -> None:
+        start_prefect_server()
+        importlib.import_module("fleet_data.flows.refresh")  # Prefect's flow machinery: seconds more under load
+
     hide_fault_tracebacks(verbose)  # -v shows every traceback
     if PREFECT_API_URL.value():  # a server of its own: nothing to start
-        start_prefect_server()
+        start()
         return
     if sys.stderr.isatty():
         from rich.console import Console
 
         with Console(stderr=True).status("starting Prefect…"):
-            start_prefect_server()
-    else:
-        print("starting Prefect…", file=sys.stderr, flush=True)
-        start_prefect_server()
+            start()
+    else:  # a log: a line every few seconds while it starts (under load it can take a minute)
+        from fleet_data.tasks.control import progress
+
+        with progress.still("starting Prefect"):
+            start()
 
 
 class SaidOnce:

@@ -25,8 +25,8 @@ from fleet_data.tasks.control.resources import halted
 from fleet_data.tasks.control.stops import CANCELLED, for_run
 from fleet_data.tasks.run.context import current, holds_run_lock, new_run_id
 from fleet_data.tasks.control.signals import cancellable, cancelled
-from fleet_data.tasks.outputs.summary import (add_counts, budget_left, final_status, record_batch, record_chunk, record_plates, replan,
-                           start_summary)
+from fleet_data.tasks.outputs.summary import (add_counts, budget_left, final_status, printed_plan, record_batch, record_chunk,
+                                              record_plates, replan, start_summary)
 from fleet_data.tasks.steps.refresh_tasks import (
     check_recalls,
     finish_refresh,
@@ -144,7 +144,8 @@ def _refresh_with(paths: list[str], options: RefreshOptions, run_id: str, fetche
         found = resolve_plates(run_id, plan.plates.path, True, budget, options.concurrency)
         budget = record_plates(summary, found, budget)
         if found["valid"]:
-            plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None))
+            plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None,
+                                               printed_plan(summary)))
             replan(summary, plan)
     batch, budget = _start_recalls(plan, options, run_id, summary, budget)
     budget = _fetch(plan, options, summary, fetchers, budget)

@@ -33,12 +33,12 @@ def test_an_undeclared_import_in_the_shipped_code_fails_the_check(tmp_path):
     """The check can fail: the same configuration over a module that imports what is not declared."""
     (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
     (tmp_path / "tasks").mkdir()
-    # narwhals is installed only as plotly's dependency, as numpy was (pandas's) in the dev venv; yaml comes
+    # yarl is installed only as aiohttp's dependency, as numpy was (pandas's) in the dev venv; yaml comes
     # only with the dev extra; numpy and polars are declared.
-    (tmp_path / "tasks" / "ingest.py").write_text("import narwhals\nimport yaml\nimport numpy\nimport polars\n")
+    (tmp_path / "tasks" / "ingest.py").write_text("import yarl\nimport yaml\nimport numpy\nimport polars\n")
     done = _deptry("tasks", "--ignore", "DEP002", cwd=tmp_path)  # in a one-module copy, most declared ones go unused
     report = done.stdout + done.stderr
     assert done.returncode != 0
-    assert "DEP003 'narwhals' imported but it is a transitive dependency" in report, report
+    assert "DEP003 'yarl' imported but it is a transitive dependency" in report, report
     assert "DEP004 'yaml' imported but declared as a dev dependency" in report, report
     assert "'numpy'" not in report and "'polars'" not in report, report

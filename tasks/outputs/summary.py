@@ -37,6 +37,9 @@ def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str =
         "ingest": ingest,
         "estimated_units": plan.estimated_units,
         "recall_detail_ceiling": plan.recall_detail_ceiling,
+        # The plan as printed before any call (`plan_text`); `estimated_units` grows once plates find vehicles.
+        "planned": {"estimated_units": plan.estimated_units, "recall_detail_ceiling": plan.recall_detail_ceiling,
+                    "plate_vehicle_ceiling": plan.plate_vehicle_ceiling},
         "units": 0,
         "possible_units": 0,  # what calls never answered (timed out, dropped) may have cost besides `units`
         "calls": 0,
@@ -44,13 +47,14 @@ def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str =
             name: {"roster": d.roster, "not_applicable": d.not_applicable, "skipped_fresh": d.skipped_fresh,
                    "planned": d.due, "estimated_units": d.estimated_units,
                    "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "possible_units": 0,
-                   "stop_reason": None}
+                   "stop_reason": None, "answered_before": d.answered_before}
             for name, d in plan.datasets.items()
         },
     }
     if ingest.get("plate_rows"):
         summary["plate_vehicle_ceiling"] = plan.plate_vehicle_ceiling
         summary["plates"] = {"rows": ingest["plate_rows"], "known": ingest.get("plates_known", 0),
+                             "waiting": ingest.get("plates_waiting", 0),  # rows to look up (the rest: known or rejected)
                              "lookups": plan.plates.lookups if plan.plates else 0,
                              "estimated_units": plan.plates.estimated_units if plan.plates else 0,
                              "found": 0, "not_found": 0, "failed": 0, "not_looked_up": 0, "calls": 0, "units": 0,
@@ -66,15 +70,21 @@ def record_plates(summary: dict[str, Any], outcome: dict[str, Any], budget: int 
     add_counts(ingest, valid=outcome["valid"], duplicates=outcome["duplicates"], rejected=outcome["rejected"])
     ingest["plates_waiting"] = 0
     add_counts(summary, calls=outcome["calls"], units=outcome["units"])
+    summary["plate_vehicle_units"] = 0  # until `replan` prices the vehicles they found
     return budget_left(budget, outcome["units"])
 
 
 def replan(summary: dict[str, Any], plan: "Plan") -> None:
-    """The plan made again once plates found their VINs: the datasets' figures now include those vehicles."""
+    """The plan made again once plates found their VINs: the datasets' figures now include those vehicles.
+
+    `planned` keeps the plan as printed; `plate_vehicle_units` is what the found vehicles added to it, so the
+    summary's estimate is the printed one plus that (`estimate_text`)."""
     fresh = start_summary(summary["run_id"], summary["ingest"], plan, summary.get("kind", "refresh"))
     for key in ("recall_detail_ceiling", "datasets"):
         summary[key] = fresh[key]
-    summary["estimated_units"] = fresh["estimated_units"] + (summary.get("plates") or {}).get("estimated_units", 0)
+    estimated = fresh["estimated_units"] + (summary.get("plates") or {}).get("estimated_units", 0)
+    summary["plate_vehicle_units"] = estimated - summary["planned"]["estimated_units"]
+    summary["estimated_units"] = estimated
     summary["plate_vehicle_ceiling"] = 0
 
 
@@ -119,23 +129,33 @@ def partial_message(summary: dict[str, Any]) -> str:
             "worth retrying (view vin_status)")
 
 
-def plan_text(plan: "Plan") -> str:
-    """The plan as the user sees it before any call: calls and units per endpoint, VINs skipped as fresh."""
+def plan_text(plan: "Plan", printed: dict[str, int] | None = None) -> str:
+    """The plan as the user sees it before any call: calls and units per endpoint, VINs skipped as fresh.
+
+    `printed`: the run's first plan (`printed_plan`), when this one is made again with the vehicles plates
+    found: it then says what they add to that one, in the words of the run's summary (`estimate_text`).
+    Columns are as wide as their widest figure, so a million-VIN plan stays aligned and whole."""
     from fleet_data.connectors import ENDPOINTS
 
-    lines = [f"Plan: {plan.estimated_units} units"
-             + (f" (+ up to {plan.recall_detail_ceiling} for recall campaign details)" if plan.recall_detail_ceiling else "")
-             + (f" (+ up to {plan.plate_vehicle_ceiling} for the vehicles plates find)" if plan.plate_vehicle_ceiling else "")]
+    if printed is None:
+        first = (f"Plan: {plan.estimated_units} units"
+                 + (f" (+ up to {plan.recall_detail_ceiling} for recall campaign details)" if plan.recall_detail_ceiling else "")
+                 + (f" (+ up to {plan.plate_vehicle_ceiling} for the vehicles plates find)" if plan.plate_vehicle_ceiling else ""))
+    else:
+        again = {"estimated_units": plan.estimated_units + printed["plates_units"], "planned": printed,
+                 "plate_vehicle_units": plan.estimated_units + printed["plates_units"] - printed["estimated_units"],
+                 "recall_detail_ceiling": plan.recall_detail_ceiling}
+        first = "Plan with the vehicles the plates found: " + estimate_text(again).removeprefix("estimated ")
+    rows: list[list[str]] = []
     if plan.plates:  # looked up first: the VINs behind the plates join the roster, then the datasets
         p = plan.plates
-        lines.append(f"  {'plates':<13}{ENDPOINTS['plate'].path:<25}{f'{p.lookups} calls':>11}{p.estimated_units:>8} units"
-                     f"  ({p.rows} rows without a VIN)")
+        rows.append(["plates", ENDPOINTS["plate"].path, f"{p.lookups} calls", f"{p.estimated_units} units", "", "",
+                     f"({p.lookups} plates on {p.rows} rows to look up)"])
     for name, d in plan.datasets.items():
         calls = f"{d.due} VINs" if name == "recalls" else f"{d.due} calls"  # batched, 1 unit per VIN
-        again = _why_due(d)
-        lines.append(f"  {name:<13}{ENDPOINTS[d.endpoint].path:<25}{calls:>11}{d.estimated_units:>8} units"
-                     f"{d.skipped_fresh:>7} fresh"
-                     + (f"{d.not_applicable:>7} not applicable" if d.not_applicable else "") + again)
+        rows.append([name, ENDPOINTS[d.endpoint].path, calls, f"{d.estimated_units} units", f"{d.skipped_fresh} fresh",
+                     f"{d.not_applicable} not applicable" if d.not_applicable else "", _why_due(d)])
+    lines = [first] + ["  " + line for line in aligned(rows, left=(0, 1, 6))]
     if plan.no_data_window:
         lines.append(f"  no data: asked again after {plan.no_data_window} (--fresh no_data=AGE)")
     return "\n".join(lines)
@@ -149,7 +169,23 @@ def _why_due(d: Any) -> str:
                  + f": {(d.pending_due + d.failed_due) * d.unit_cost} units"]
     if d.no_data_due:
         parts.append(f"{d.no_data_due} no data before")
-    return f"  ({', '.join(parts)})" if parts else ""
+    return f"({', '.join(parts)})" if parts else ""
+
+
+def printed_plan(summary: dict[str, Any]) -> dict[str, int]:
+    """The run's first plan, as `plan_text` printed it, for the plan made again once plates found vehicles."""
+    return {**summary["planned"], "plates_units": (summary.get("plates") or {}).get("estimated_units", 0)}
+
+
+def aligned(rows: list[list[str]], left: tuple[int, ...] = (0,), gap: str = "  ") -> list[str]:
+    """Rows of cells as lines: each column as wide as its widest cell (never cut), numbers to the right, no
+    trailing space. `left`: the columns aligned to the left."""
+    widths = [max((len(r[i]) for r in rows if i < len(r)), default=0) for i in range(max(map(len, rows), default=0))]
+    lines = []
+    for r in rows:
+        cells = [c.ljust(widths[i]) if i in left else c.rjust(widths[i]) for i, c in enumerate(r)]
+        lines.append(gap.join(cells).rstrip())
+    return lines
 
 
 # --- presentation ------------------------------------------------------------------------------------
@@ -165,6 +201,10 @@ CHANGE_WORDS = {
     "cleared_title_brand": ("cleared title brand", "cleared title brands"),
     "new_lien_theft_event": ("other lien/theft event", "other lien/theft events"),
 }
+NO_CHANGE = "No changes since the vehicles' previous answers."
+NOTHING_ANSWERED = "No answer came back in this run, so nothing could change."
+FIRST_ANSWERS = ("First answers for these vehicles: nothing to compare with yet (a change is a difference from a "
+                 "vehicle's previous answer).")
 
 
 def _count(n: int, singular: str, plural: str) -> str:
@@ -174,7 +214,7 @@ def _count(n: int, singular: str, plural: str) -> str:
 def change_lines(changes: dict[str, Any] | None, strong: Any = str) -> list[str]:
     """What a run changed, in the words a fleet manager reads first: who must park, then counts per kind."""
     if not changes or not changes.get("total"):
-        return ["No changes since the vehicles' previous answers."]
+        return [NO_CHANGE]
     lines = []
     if changes.get("park_now"):
         named = ", ".join(f"{v['unit_number'] or v['vin']} ({v['vin']}: {', '.join(v['campaigns'])})"
@@ -191,6 +231,23 @@ def change_lines(changes: dict[str, Any] | None, strong: Any = str) -> list[str]
                  f"{_count(changes['vehicles'], 'vehicle', 'vehicles')}: {kinds}")
     return lines
 
+
+def run_change_lines(summary: dict[str, Any], strong: Any = str) -> list[str]:
+    """The run's change lines; when it changed nothing, why: nothing answered, only first answers (nothing to
+    compare with), or answers equal to the previous ones."""
+    changes = summary.get("changes")
+    if changes and changes.get("total"):
+        return change_lines(changes, strong)
+    parts = [*summary.get("datasets", {}).values(), summary.get("recall_details") or {}]
+    answered = [d for d in parts if (d.get("found") or 0) + (d.get("no_data") or 0)
+                or (d.get("by_vin") or 0) + (d.get("by_model") or 0)]
+    if not answered:
+        return [NOTHING_ANSWERED]
+    before = [d.get("answered_before") for d in summary.get("datasets", {}).values()
+              if (d.get("found") or 0) + (d.get("no_data") or 0)]
+    if before and all(b == 0 for b in before):  # counted by the plan, and none had an earlier answer
+        return [FIRST_ANSWERS]
+    return [NO_CHANGE]
 
 
 def rows(summary: dict[str, Any]) -> list[list[str]]:
@@ -210,23 +267,58 @@ def rows(summary: dict[str, Any]) -> list[list[str]]:
     return out
 
 
-def headline(summary: dict[str, Any]) -> str:
+def headline_parts(summary: dict[str, Any]) -> list[str]:
+    """The run, its rows, its estimate and its spend: one part each (a line each when printed)."""
     ingest = summary.get("ingest") or {}
-    parts = [
-        f"run {summary['run_id']}: {summary['status']}",
-        f"{ingest.get('rows_in', 0)} rows in, {ingest.get('valid', 0)} VINs, "
-        f"{ingest.get('duplicates', 0)} duplicates, {ingest.get('rejected', 0)} rejected"
-        + (f" ({ingest['plate_rows']} with a plate instead of a VIN)" if ingest.get("plate_rows") else "")
-        # A dry run looks no plate up: its rows waiting for a lookup are neither VINs nor rejected yet.
-        + (f", {ingest['plates_waiting']} to look up by plate" if ingest.get("plates_waiting") else ""),
-        f"estimated {summary['estimated_units']} units"
-        + (f" (+ up to {summary['recall_detail_ceiling']} for recall details)" if summary.get("recall_detail_ceiling") else "")
-        + (f" (+ up to {summary['plate_vehicle_ceiling']} for the vehicles plates find)"
-           if summary.get("plate_vehicle_ceiling") else ""),
-        f"spent {summary['units']} units in {summary['calls']} calls"
-        + (f" (+ up to {summary['possible_units']} for calls never answered)" if summary.get("possible_units") else ""),
-    ]
-    return "; ".join(parts)
+    rows_text = (f"{ingest.get('rows_in', 0)} rows in, {ingest.get('valid', 0)} VINs, "
+                 f"{ingest.get('duplicates', 0)} duplicates, {ingest.get('rejected', 0)} rejected"
+                 # A dry run looks no plate up: its rows waiting for a lookup are neither VINs nor rejected yet.
+                 + (f", {ingest['plates_waiting']} to look up by plate" if ingest.get("plates_waiting") else ""))
+    return [f"run {summary['run_id']}: {summary['status']}", rows_text + plate_text(summary), estimate_text(summary),
+            f"spent {summary['units']} units in {summary['calls']} calls"
+            + (f" (+ up to {summary['possible_units']} for calls never answered)" if summary.get("possible_units") else "")]
+
+
+def plate_text(summary: dict[str, Any]) -> str:
+    """Where the rows with a plate instead of a VIN went, in the plan's words ("N plates on M rows")."""
+    plates = summary.get("plates")
+    if not plates:
+        return ""
+    waiting = plates.get("waiting", 0)
+    others = plates["rows"] - plates["known"] - waiting  # refused before any lookup (rejected_rows says why)
+    looked = plates["found"] + plates["not_found"] + plates["failed"]
+    parts = [f"{plates['known']} known from an earlier lookup"] if plates["known"] else []
+    if waiting and looked:
+        parts.append(f"{waiting} looked up ({plates['lookups']} plates: {plates['found']} found, "
+                     f"{plates['not_found']} not found" + (f", {plates['failed']} failed" if plates["failed"] else "")
+                     + (f", {plates['not_looked_up']} not looked up" if plates["not_looked_up"] else "") + ")")
+    elif waiting:
+        parts.append(f"{waiting} to look up ({plates['lookups']} plates)")
+    if others:
+        parts.append(f"{others} rejected before any lookup")
+    return f" ({plates['rows']} rows with a plate instead of a VIN: {', '.join(parts)})"
+
+
+def estimate_text(summary: dict[str, Any]) -> str:
+    """The estimate as the plan printed it, and what the vehicles plates found added to it."""
+    planned = summary.get("planned") or {}
+    estimated = summary["estimated_units"]
+    text = f"estimated {estimated} units"
+    if "plate_vehicle_units" in summary and planned:  # plates looked up: what they found is priced now
+        text += (f" ({planned['estimated_units']} planned + {summary['plate_vehicle_units']} for the vehicles the "
+                 f"plates found, of up to {planned['plate_vehicle_ceiling']} planned)")
+    elif summary.get("plate_vehicle_ceiling"):
+        text += f" (+ up to {summary['plate_vehicle_ceiling']} for the vehicles plates find)"
+    ceiling = summary.get("recall_detail_ceiling")
+    if ceiling:
+        before = planned.get("recall_detail_ceiling", ceiling)
+        more = f": {before} planned + {ceiling - before} for the vehicles the plates found" if ceiling != before else ""
+        text += f" (+ up to {ceiling} for recall campaign details{more})"
+    return text
+
+
+def headline(summary: dict[str, Any]) -> str:
+    return "; ".join(headline_parts(summary))
 
 
 def notes(summary: dict[str, Any]) -> list[str]:
@@ -250,7 +342,7 @@ def notes(summary: dict[str, Any]) -> list[str]:
 def summary_markdown(summary: dict[str, Any]) -> str:
     lines = [f"# Fleet {summary.get('kind', 'refresh')} `{summary['run_id']}`", ""]
     if "changes" in summary:  # what changed leads: who must park, then counts per kind
-        lines += [f"- {line}" for line in change_lines(summary["changes"], strong=lambda s: f"**{s}**")] + [""]
+        lines += [f"- {line}" for line in run_change_lines(summary, strong=lambda s: f"**{s}**")] + [""]
     lines += [headline(summary), ""]
     lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(r) + " |" for r in rows(summary)]
@@ -258,30 +350,34 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def print_summary(summary: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from rich import box
-
-    # Compact enough for an 80-column terminal; the headline carries the totals.
-    table = Table(title=headline(summary), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    for h in HEADERS:
-        table.add_column(h, justify="left" if h == "dataset" else "right")
-    for r in rows(summary):
-        table.add_row(*r)
-    console = Console(width=None if Console().is_terminal else 100)
+def summary_lines(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The printed summary as (style, line): whole lines, no trailing space, the table's figures never cut."""
+    said: list[tuple[str, str]] = []
     if "changes" in summary:  # what changed leads: who must park, then counts per kind
-        from rich.text import Text
-
-        for line in change_lines(summary["changes"]):
-            console.print(Text(line, style="bold red" if " must be parked " in line else ""))
-    console.print(table)
-    for note in notes(summary):
-        console.print(f"[yellow]{note}[/yellow]")
+        said += [("bold red" if " must be parked " in line else "", line) for line in run_change_lines(summary)]
+    said += [("bold" if i == 0 else "", part) for i, part in enumerate(headline_parts(summary))]
+    table = [list(HEADERS), *rows(summary)]
+    said += [("", line) for line in aligned(table, gap="  ")]
+    said += [("yellow", note) for note in notes(summary)]
     if summary.get("report"):  # where to look next: the page, and its to-do list for spreadsheets
-        console.print(f"report: {summary['report']}" + (f"; to-do list: {summary['todo']}" if summary.get("todo") else ""),
-                      highlight=False, soft_wrap=True)
+        said.append(("", f"report: {summary['report']}" + (f"; to-do list: {summary['todo']}" if summary.get("todo") else "")))
+    return said
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """On a terminal with colour (rich, never wrapping or cutting a line itself); elsewhere plain lines."""
+    import sys
+
+    said = summary_lines(summary)
+    if not sys.stdout.isatty():
+        print("\n".join(line for _, line in said), flush=True)
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(soft_wrap=True, highlight=False)
+    for style, line in said:
+        console.print(Text(line, style=style))
 
 
 def report(summary: dict[str, Any], as_json: bool) -> None:

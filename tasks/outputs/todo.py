@@ -1,8 +1,9 @@
-"""The fleet's to-do list: what needs doing now, one row per vehicle and reason.
+"""The fleet's to-do list: what needs doing now for safety, one row per vehicle and reason.
 
-Park now (or park outside), stolen and not recovered, active liens, new title brands (named query `report_todo`) and
-mileage conflicts (`report_mileage_conflicts`). The report opens with it; it is also written beside
-the report as CSV for people who work in spreadsheets.
+Park now, park outside, stolen and not recovered, active liens, new title brands (named query `report_todo`):
+the report opens with it and counts its headline from it, category by category. Data hygiene (mileage
+conflicts: `report_mileage_conflicts`) is apart on the page; the CSV written beside the report for people who
+work in spreadsheets holds both, the safety rows first (`todo_rows`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,13 @@ class Source(Protocol):
 
 
 def gather_todo(source: Source, now: datetime) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(the to-do list, the mileage conflicts it includes)."""
+    """(the to-do list, the mileage conflicts: data hygiene)."""
     todo = source.query("report_todo", brands_since=now - timedelta(days=NEW_BRAND_DAYS))
-    conflicts = source.query("report_mileage_conflicts")
+    return todo.select([pl.col(c).cast(t) for c, t in COLUMNS.items()]), source.query("report_mileage_conflicts")
+
+
+def todo_rows(todo: pl.DataFrame, conflicts: pl.DataFrame) -> pl.DataFrame:
+    """What the CSV holds: the to-do list, then a row per mileage conflict in the same columns."""
     rows = conflicts.select(
         pl.lit(6, pl.Int32).alias("priority"), pl.lit("mileage conflict").alias("category"),
         "vin", "unit_number", "plate", "fleet", "year", "make", "model",
@@ -37,8 +42,7 @@ def gather_todo(source: Source, now: datetime) -> tuple[pl.DataFrame, pl.DataFra
                   _thousands("fleet_mileage"), "fleet_mileage_unit", _thousands("history_odometer"), "history_unit",
                   pl.col("history_date").cast(pl.String)).alias("reason"),
         pl.col("history_date").alias("since"))
-    frames = [f.select([pl.col(c).cast(t) for c, t in COLUMNS.items()]) for f in (todo, rows)]
-    return pl.concat(frames), conflicts
+    return pl.concat([todo, rows.select([pl.col(c).cast(t) for c, t in COLUMNS.items()])])
 
 
 def _thousands(column: str) -> pl.Expr:

@@ -54,6 +54,7 @@ class DatasetPlan:
     def unit_cost(self) -> int:
         """Units one due VIN costs: a recall batch bills one per VIN, a per-VIN call what its endpoint bills."""
         return 1 if declaration(self.dataset).batch_endpoint else estimate_units(self.endpoint)
+    answered_before: int | None = None  # of `due`: VINs with an earlier answer, so a change can show (None: not counted)
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         return [(start, min(size, self.due - start)) for start in range(0, self.due, size)]
@@ -185,7 +186,8 @@ def _dataset_plan(db: Database, dataset: str, due: pl.DataFrame, sizes: tuple[in
     """One dataset's plan from its due rows (`_due`): the list staged, what it costs and why each VIN is due.
     `sizes`: the roster's and the dataset's scope's; `mileage`: read the valuations' mileage (a landed roster)."""
     counts = {"no_data_due": int(due["last_outcome"].eq(NO_DATA).sum()), "pending_due": int(due["pending"].sum()),
-              "failed_due": int((due["failed"] & ~due["pending"]).sum())}
+              "failed_due": int((due["failed"] & ~due["pending"]).sum()),
+              "answered_before": due.height - due["last_fetched_at"].null_count()}
     due = due.drop("last_outcome", "pending", "failed")
     if declaration(dataset).asks_mileage and due.height and mileage:
         due = _valuation_mileage(db, due)

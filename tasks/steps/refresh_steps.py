@@ -98,7 +98,7 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
     done = summary["status"] not in ("planned", "refused", "cancelled", "failed")
     if lake and (done or summary["status"] == "refused"):
         db.export_parquet(lake)
-    report = write_run_report(db, run.db, lake) if done else (None, None)
+    report = write_run_report(db, run.db, lake, run_id) if done else (None, None)  # recorded: the next one's period
     summary["report"] = str(report[0]) if report[0] else None
     summary["todo"] = str(todo_path(report[0])) if report[0] else None
     run.staging.finish()  # due lists are per run; answers not landed stay for the next run

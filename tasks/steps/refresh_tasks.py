@@ -107,13 +107,16 @@ def resolve_plates(run_id: str, waiting_path: str, look_up: bool, budget_left: i
 
 
 @task(name="plan-refresh", **TASK)
-def plan_refresh(run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None) -> dict:
+def plan_refresh(run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None,
+                 printed: dict[str, int] | None = None) -> dict:
+    """The run's plan; `printed`: the first plan, when this one is made again with the vehicles plates found."""
     plan, recovered = steps.plan(current(run_id), datasets, force, freshness)
     if recovered["journals"]:
         get_run_logger().info("landed what earlier runs paid for and never landed: %s", fields(recovered))
     reporter = progress.current()
-    reporter.say(plan_text(plan))
-    get_run_logger().info(plan_text(plan))
+    text = plan_text(plan, printed)
+    reporter.say(text)
+    get_run_logger().info(text)
     for name, d in plan.datasets.items():
         if name != "recalls" and d.due:
             reporter.start(name, f"Fetching {name}", d.due)

@@ -114,6 +114,7 @@ EXPORT_TABLES: dict[str, list[str]] = {
     "plate_resolutions": ["run_id"],
     "changes": ["run_id"],
     "left_pending": ["vin_bucket"],
+    "reports": [],
 }
 PRIVATE_TABLES = ("ownership_records",)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
@@ -97,6 +98,10 @@ def test_a_first_refresh_records_no_change_and_posts_nothing(scenario):
     assert scenario.first["changes"]["total"] == 0
     assert scenario.posts_first == 0
     assert scenario.first["notification"] == {"sent": False, "reason": "nothing changed"}
+    # Not "no changes": a vehicle's first answer has nothing to compare with (issue 30).
+    assert summary_markdown(scenario.first).splitlines()[2] == (
+        "- First answers for these vehicles: nothing to compare with yet (a change is a difference from a vehicle's "
+        "previous answer).")
 
 
 def test_the_second_refresh_records_exactly_what_the_sandbox_was_told(scenario):
@@ -164,6 +169,20 @@ def test_a_third_refresh_where_nothing_changed_records_and_posts_nothing(scenari
     assert len(scenario.posts) == 1
     assert scenario.third["notification"] == {"sent": False, "reason": "nothing changed"}
     assert scenario.third["datasets"]["specs"]["found"] == 6  # it did fetch everything again
+    # Compared with the second's answers: nothing moved.
+    assert summary_markdown(scenario.third).splitlines()[2] == "- No changes since the vehicles' previous answers."
+
+
+def test_the_report_of_a_later_run_that_changed_nothing_still_lists_what_changed(scenario):
+    """The third refresh changed nothing; its report (beside the database) still lists the second's changes: "What
+    changed" covers the last 7 days and everything since the previous report, not only the latest run (issue 30)."""
+    from .test_report import table_rows
+
+    page = Path(scenario.db).with_suffix(".report.html").read_text(encoding="utf-8")
+    assert scenario.third["run_id"] in page  # written by the third run
+    listed = sorted(r[2] for t in ("table-changes", "table-changes-info") for r in table_rows(page, t))
+    assert listed == sorted(vin for vin, *_ in _changes(scenario.db, scenario.second["run_id"])) and len(listed) == 7
+    assert "Nothing changed" not in page
 
 
 @pytest.mark.parametrize("option, phrase", [

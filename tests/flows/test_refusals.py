@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 
 from fleet_data.flows.refresh import refresh_fleet
+from fleet_data.tasks.outputs.summary import summary_markdown
 from fleet_data.tasks.settings import RefreshOptions
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
@@ -52,6 +53,9 @@ def test_a_refused_key_stops_every_endpoint_after_one_call(service, fleet_file, 
     assert sandbox.count() == 1, calls_by_endpoint(sandbox)
     assert_all_pending(result, [*PER_VIN, "recalls"], str(status))
     assert result["status"] == "partial"
+    # Nothing came back: the summary does not say "no changes", as if the vehicles had been compared (issue 30).
+    said = summary_markdown(result)
+    assert "No changes" not in said and "- No answer came back in this run, so nothing could change." in said
     assert read(db_path, "SELECT count(*) FROM failures")[0][0] == 0
     assert read(db_path, "SELECT count(*) FROM api_calls")[0][0] == sandbox.count()
 

@@ -50,6 +50,7 @@ QUERIES = {
     "raw_bodies": "SELECT response_hash, CAST(body AS VARCHAR), CAST(fetched_at AS VARCHAR) FROM raw_responses "
                   "ORDER BY response_hash",
     "macro": "SELECT CAST(service_date('12/06/2016') AS VARCHAR), vin_bucket('1HGCM82633A004352')",
+    "table_macro": "SELECT count(*) FROM changes_since(TIMESTAMPTZ '2000-01-01 00:00:00+00')",
     "table_comments": "SELECT table_name, comment FROM duckdb_tables() WHERE database_name = current_database() "
                       "UNION ALL SELECT view_name, comment FROM duckdb_views() WHERE NOT internal "
                       "AND database_name = current_database() ORDER BY 1",
