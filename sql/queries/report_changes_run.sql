@@ -2,4 +2,4 @@
 SELECT run_id, kind, status, started_at, finished_at
 FROM runs
 WHERE finished_at IS NOT NULL AND kind IN ('refresh', 'backfill') AND status NOT IN ('planned', 'refused')
-ORDER BY started_at DESC LIMIT 1;
+ORDER BY run_seq DESC NULLS LAST, started_at DESC LIMIT 1;
