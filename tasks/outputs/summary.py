@@ -30,10 +30,11 @@ def record_batch(summary: dict[str, Any], outcome: dict[str, Any], budget: int |
 
 
 def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str = "refresh") -> dict[str, Any]:
-    summary = {
+    summary: dict[str, Any] = {
         "run_id": run_id,
         "kind": kind,
         "status": "running",
+        "service": plan.service,  # where its answers come from (connectors/config.py `service_name`); never the key
         "ingest": ingest,
         "estimated_units": plan.estimated_units,
         "recall_detail_ceiling": plan.recall_detail_ceiling,
@@ -43,6 +44,7 @@ def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str =
         "datasets": {
             name: {"roster": d.roster, "not_applicable": d.not_applicable, "skipped_fresh": d.skipped_fresh,
                    "planned": d.due, "estimated_units": d.estimated_units,
+                   "other_service": d.other_service_due, "future_dated": d.future_due,
                    "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "possible_units": 0,
                    "stop_reason": None}
             for name, d in plan.datasets.items()
@@ -72,7 +74,7 @@ def record_plates(summary: dict[str, Any], outcome: dict[str, Any], budget: int 
 def replan(summary: dict[str, Any], plan: "Plan") -> None:
     """The plan made again once plates found their VINs: the datasets' figures now include those vehicles."""
     fresh = start_summary(summary["run_id"], summary["ingest"], plan, summary.get("kind", "refresh"))
-    for key in ("recall_detail_ceiling", "datasets"):
+    for key in ("recall_detail_ceiling", "datasets", "service"):
         summary[key] = fresh[key]
     summary["estimated_units"] = fresh["estimated_units"] + (summary.get("plates") or {}).get("estimated_units", 0)
     summary["plate_vehicle_ceiling"] = 0
@@ -108,8 +110,10 @@ def final_status(summary: dict[str, Any], cancelled: bool = False) -> None:
 def plan_text(plan: "Plan") -> str:
     """The plan as the user sees it before any call: calls and units per endpoint, VINs skipped as fresh."""
     from fleet_data.connectors import ENDPOINTS
+    from fleet_data.connectors.config import EMBEDDED_SANDBOX
 
-    lines = [f"Plan: {plan.estimated_units} units"
+    lines = [f"Plan: {plan.estimated_units} units" + (f" from the {plan.service}" if plan.service == EMBEDDED_SANDBOX
+                                                      else f" from {plan.service}" if plan.service else "")
              + (f" (+ up to {plan.recall_detail_ceiling} for recall campaign details)" if plan.recall_detail_ceiling else "")
              + (f" (+ up to {plan.plate_vehicle_ceiling} for the vehicles plates find)" if plan.plate_vehicle_ceiling else "")]
     if plan.plates:  # looked up first: the VINs behind the plates join the roster, then the datasets
@@ -118,13 +122,32 @@ def plan_text(plan: "Plan") -> str:
                      f"  ({p.rows} rows without a VIN)")
     for name, d in plan.datasets.items():
         calls = f"{d.due} VINs" if name == "recalls" else f"{d.due} calls"  # batched, 1 unit per VIN
-        again = f"  ({d.no_data_due} no data before)" if d.no_data_due else ""
+        again = "".join(f"  ({n} {why})" for n, why in ((d.no_data_due, "no data before"),
+                                                         (d.other_service_due, "from another service"),
+                                                         (d.future_due, "dated in the future")) if n)
         lines.append(f"  {name:<13}{ENDPOINTS[d.endpoint].path:<25}{calls:>11}{d.estimated_units:>8} units"
                      f"{d.skipped_fresh:>7} fresh"
                      + (f"{d.not_applicable:>7} not applicable" if d.not_applicable else "") + again)
     if plan.no_data_window:
         lines.append(f"  no data: asked again after {plan.no_data_window} (--fresh no_data=AGE)")
-    return "\n".join(lines)
+    return "\n".join(lines + asked_again(plan))
+
+
+def asked_again(plan: "Plan") -> list[str]:
+    """Why the plan asks again for answers its windows call fresh: another service gave them, or a clock ahead dated
+    them in the future (tasks/plan/due.py)."""
+    from fleet_data.tasks.settings import CLOCK_TOLERANCE
+
+    lines = []
+    other = sum(d.other_service_due for d in plan.datasets.values())
+    if other:
+        lines.append(f"  another service: {other} answers from {', '.join(plan.other_services)} are never fresh for "
+                     f"{plan.service}: asked again")
+    future = sum(d.future_due for d in plan.datasets.values())
+    if future:
+        lines.append(f"  dated in the future: {future} answers dated more than {CLOCK_TOLERANCE.seconds // 60} minutes "
+                     "ahead of this clock (a clock that was ahead when they came) are not fresh: asked again")
+    return lines
 
 
 # --- presentation ------------------------------------------------------------------------------------
@@ -188,7 +211,7 @@ def rows(summary: dict[str, Any]) -> list[list[str]]:
 def headline(summary: dict[str, Any]) -> str:
     ingest = summary.get("ingest") or {}
     parts = [
-        f"run {summary['run_id']}: {summary['status']}",
+        f"run {summary['run_id']}: {summary['status']}" + (f" ({service_line(summary)})" if summary.get("service") else ""),
         f"{ingest.get('rows_in', 0)} rows in, {ingest.get('valid', 0)} VINs, "
         f"{ingest.get('duplicates', 0)} duplicates, {ingest.get('rejected', 0)} rejected"
         + (f" ({ingest['plate_rows']} with a plate instead of a VIN)" if ingest.get("plate_rows") else "")
@@ -204,6 +227,16 @@ def headline(summary: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def service_line(summary: dict[str, Any]) -> str:
+    """Where the run's answers come from, in words: the embedded sandbox's are made up."""
+    from fleet_data.connectors.config import EMBEDDED_SANDBOX
+
+    service = summary.get("service")
+    if service == EMBEDDED_SANDBOX:
+        return "answers from the embedded sandbox: made up, for trying the tool"
+    return f"answers from {service}"
+
+
 def notes(summary: dict[str, Any]) -> list[str]:
     found = [f"{name}: stopped ({d['stop_reason']}); {d.get('pending') or 0} VINs left pending for the next run"
              for name, d in summary["datasets"].items() if d.get("stop_reason")]
@@ -213,6 +246,12 @@ def notes(summary: dict[str, Any]) -> list[str]:
                         "their rows rejected as plate_not_looked_up until the next run")
     if summary.get("message"):
         found.insert(0, summary["message"])
+    again = [f"{d['other_service']} {name} answers of another service" for name, d in summary["datasets"].items()
+             if d.get("other_service")]
+    again += [f"{d['future_dated']} {name} answers dated in the future" for name, d in summary["datasets"].items()
+              if d.get("future_dated")]
+    if again:
+        found.append(f"asked again, though within their freshness windows: {', '.join(again)} (never fresh)")
     if summary.get("possible_units"):
         found.append(f"{summary['possible_units']} units possibly spent besides: calls sent and never answered (timed "
                      "out, connection dropped), which the service may have billed (api_calls.billing = 'unknown')")

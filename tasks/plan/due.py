@@ -2,8 +2,11 @@
 
 A dataset applies to the vehicles of the markets its declaration names (tasks/ingest/markets.py); the
 others are `not_applicable` and never called. An applicable VIN is due when its last successful
-answer (`fetch_status`) is older than the dataset's freshness window, or when it never answered;
-`force` makes every applicable VIN due. A "no data" answer (a 404) has its own, shorter window
+answer (`fetch_status`) is older than the dataset's freshness window, or when it never answered; also
+when another service gave it (an answer is fresh only for the service that gave it: one recorded before
+services were, NULL, counts as the run's), or when it is dated in the future beyond `CLOCK_TOLERANCE` (a
+clock that was ahead): the plan counts those two apart, to say why it asks again. `force` makes every
+applicable VIN due. A "no data" answer (a 404) has its own, shorter window
 (`no_data`, 7 days): the service caches it for about a day and bills no 404. Due VIN lists are
 staged as Parquet so chunk tasks take a path and a slice, not a list.
 """
@@ -31,6 +34,7 @@ from fleet_data.tasks.datasets import (
 )
 from fleet_data.tasks.ingest.markets import in_scope, with_market
 from fleet_data.tasks.ingest.plates import PlatePlan, plan_plates
+from fleet_data.tasks.settings import CLOCK_TOLERANCE
 from fleet_data.tasks.store.database import Database
 from fleet_data.tasks.ingest.vins import vin_order
 
@@ -47,6 +51,8 @@ class DatasetPlan:
     path: str | None  # staged due VINs (Parquet), None when nothing is due
     no_data_due: int = 0  # of `due`: VINs whose last answer was "no data", asked again after its window
     not_applicable: int = 0  # roster VINs outside the dataset's markets: roster = not_applicable + skipped_fresh + due
+    other_service_due: int = 0  # of `due`: VINs whose last answer another service gave (never fresh for this one)
+    future_due: int = 0  # of `due`: VINs whose last answer is dated in the future (a clock that was ahead)
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         return [(start, min(size, self.due - start)) for start in range(0, self.due, size)]
@@ -58,6 +64,8 @@ class Plan:
     datasets: dict[str, DatasetPlan] = field(default_factory=dict)
     no_data_window: str | None = None  # e.g. "7d", shown with the plan
     plates: PlatePlan | None = None  # plate lookups for rows without a VIN, priced before any is made
+    service: str | None = None  # the service the plan was made for (connectors/config.py `service_name`)
+    other_services: list[str] = field(default_factory=list)  # the services whose answers it asks again
 
     @property
     def estimated_units(self) -> int:
@@ -80,13 +88,14 @@ class Plan:
 
     def to_dict(self) -> dict:
         return {"run_id": self.run_id, "datasets": {k: asdict(v) for k, v in self.datasets.items()},
-                "no_data_window": self.no_data_window, "plates": asdict(self.plates) if self.plates else None}
+                "no_data_window": self.no_data_window, "plates": asdict(self.plates) if self.plates else None,
+                "service": self.service, "other_services": self.other_services}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Plan":
         plates = PlatePlan(**data["plates"]) if data.get("plates") else None
         return cls(data["run_id"], {k: DatasetPlan(**v) for k, v in data["datasets"].items()},
-                   data.get("no_data_window"), plates)
+                   data.get("no_data_window"), plates, data.get("service"), data.get("other_services") or [])
 
 
 def declaration(dataset: str) -> Dataset:
@@ -102,11 +111,13 @@ def applicability_table() -> str:
 @dataclass(frozen=True)
 class DueRule:
     """When a VIN is due: with `force`, always; else when its answer is older than its dataset's window in
-    `freshness` (each dataset's declared window by default), as of `now` (the clock by default)."""
+    `freshness` (each dataset's declared window by default), as of `now` (the clock by default), or dated
+    beyond `now` + CLOCK_TOLERANCE, or given by a service other than `service` (None: any service's counts)."""
 
     force: bool = False
     freshness: dict[str, timedelta] | None = None
     now: datetime | None = None
+    service: str | None = None
 
 
 def make_plan(
@@ -142,15 +153,20 @@ def make_plan(
         vehicles, statuses = _read_frame(db, roster, list(datasets))
     listed = vehicles.height
     plan = Plan(run_id, no_data_window=age_text(windows[NO_DATA]),
-                plates=plan_plates(str(plates_waiting)) if plates_waiting and plates_waiting.exists() else None)
+                plates=plan_plates(str(plates_waiting)) if plates_waiting and plates_waiting.exists() else None,
+                service=rule.service)
     staging_dir.mkdir(parents=True, exist_ok=True)
     staged: list[tuple[pl.DataFrame, str]] = []
+    others: set[str] = set()
     for dataset in datasets:
         scope = in_scope(vehicles, declaration(dataset).markets)
         due = _due(scope, statuses, dataset, force=force, fresh_after=now - windows[dataset],
-                   no_data_after=now - min(windows[NO_DATA], windows[dataset]))
+                   no_data_after=now - min(windows[NO_DATA], windows[dataset]), future_after=now + CLOCK_TOLERANCE,
+                   service=rule.service)
         no_data_due = int(due["last_outcome"].eq("no_data").sum())
-        due = due.drop("last_outcome")
+        why = _why_due(due, rule.service, now + CLOCK_TOLERANCE)
+        others |= set(why.pop("services"))
+        due = due.drop("last_outcome", "last_service")
         if declaration(dataset).asks_mileage and due.height and roster is None:
             due = _valuation_mileage(db, due)
         path = None
@@ -160,8 +176,20 @@ def make_plan(
         endpoint = declared.batch_endpoint or declared.endpoint
         units = due.height if declared.batch_endpoint else due.height * estimate_units(endpoint)
         plan.datasets[dataset] = DatasetPlan(dataset, endpoint, listed, due.height, scope.height - due.height, units,
-                                             path, no_data_due, not_applicable=listed - scope.height)
+                                             path, no_data_due, not_applicable=listed - scope.height, **why)
+    plan.other_services = sorted(others)
     return plan
+
+
+def _why_due(due: pl.DataFrame, service: str | None, future_after: datetime) -> dict:
+    """Of `due`, the VINs asked again because another service answered last (and which services), or because
+    their last answer is dated in the future: what the plan says besides the windows."""
+    if not due.height:
+        return {"other_service_due": 0, "future_due": 0, "services": []}
+    other = due["last_service"].is_not_null() & (due["last_service"] != service) if service else due["vin"].is_null()
+    future = ~other & (due["last_fetched_at"] > future_after).fill_null(False)
+    return {"other_service_due": int(other.sum()), "future_due": int(future.sum()),
+            "services": due.filter(other)["last_service"].unique().to_list()}
 
 
 def _valuation_mileage(db: Database, due: pl.DataFrame) -> pl.DataFrame:
@@ -207,27 +235,34 @@ def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tupl
     return with_market(frame), statuses
 
 
-DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "condition", "last_fetched_at", "last_outcome")
+DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "condition", "last_fetched_at", "last_outcome", "last_service")
 
 
 def _due(scope: pl.DataFrame, statuses: pl.DataFrame, dataset: str, *, force: bool, fresh_after: datetime,
-         no_data_after: datetime) -> pl.DataFrame:
+         no_data_after: datetime, future_after: datetime | None = None, service: str | None = None) -> pl.DataFrame:
     """The VINs of `scope` (in its order) whose `dataset` answer is missing or stale; all of them with `force`.
 
-    A "no data" answer (404) is fresh only until `no_data_after`.
+    A "no data" answer (404) is fresh only until `no_data_after`; none is fresh when dated after `future_after`
+    (a clock that was ahead would keep it fresh for as long again), nor when a service other than `service` gave
+    it (NULL, before services were recorded, counts as `service`'s).
     """
     last = (statuses.filter(pl.col("dataset") == dataset)
-            .select("vin", pl.col("fetched_at").alias("last_fetched_at"), pl.col("outcome").alias("last_outcome")))
+            .select("vin", pl.col("fetched_at").alias("last_fetched_at"), pl.col("outcome").alias("last_outcome"),
+                    pl.col("service").alias("last_service")))
     rows = scope.select("vin", "state", "mileage", "mileage_unit", "condition")
     if last.height:
         rows = rows.join(last, on="vin", how="left", maintain_order="left")
     else:  # nothing answered yet (a new fleet): no join to pay
         rows = rows.with_columns(pl.lit(None, statuses.schema["fetched_at"]).alias("last_fetched_at"),
-                                 pl.lit(None, pl.String).alias("last_outcome"))
+                                 pl.lit(None, pl.String).alias("last_outcome"), pl.lit(None, pl.String).alias("last_service"))
     if force:
         return rows.select(DUE_COLUMNS)
     window = pl.when(pl.col("last_outcome") == NO_DATA).then(pl.lit(no_data_after)).otherwise(pl.lit(fresh_after))
     stale = pl.col("last_fetched_at").is_null() | (pl.col("last_fetched_at") < window)
+    if future_after is not None:
+        stale = stale | (pl.col("last_fetched_at") > future_after)
+    if service is not None:
+        stale = stale | (pl.col("last_service").is_not_null() & (pl.col("last_service") != service))
     return rows.filter(stale).select(DUE_COLUMNS)
 
 

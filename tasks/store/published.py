@@ -184,8 +184,15 @@ def read_only_view(db_path: str | Path) -> Iterator[Database]:
                 "SELECT table_name FROM duckdb_tables() WHERE database_name = 'memory' AND schema_name = 'main'"
             ).fetchall()}
             for table in sorted((published & mine) - set(OWN_TABLES)):  # names from the catalogs, not from input
+                # A file published before a migration lacks its columns: NULL there (unknown), as the migration says.
+                missing = con.execute(
+                    "SELECT column_name, data_type FROM duckdb_columns() WHERE database_name = 'memory' "
+                    "AND schema_name = 'main' AND table_name = $table AND column_name NOT IN (SELECT column_name "
+                    "FROM duckdb_columns() WHERE database_name = 'published' AND schema_name = 'main' "
+                    "AND table_name = $table) ORDER BY column_index", {"table": table}).fetchall()
+                added = "".join(f', CAST(NULL AS {kind}) AS "{name}"' for name, kind in missing)
                 con.execute(f'DROP TABLE main."{table}"')
-                con.execute(f'CREATE VIEW main."{table}" AS SELECT * FROM published.main."{table}"')
+                con.execute(f'CREATE VIEW main."{table}" AS SELECT *{added} FROM published.main."{table}"')
         yield view
     finally:
         view.close()
