@@ -17,7 +17,7 @@ import json
 import logging
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,6 +31,8 @@ from fleet_data.tasks.plan.due import (
     DEFAULT_NO_DATA_FRESHNESS,
 )
 from fleet_data.tasks.outputs.report_assets import CSS, PAGE, PLOT, SORTER
+from fleet_data.tasks.outputs.report_banner import service_banner
+from fleet_data.tasks.settings import CLOCK_TOLERANCE
 from fleet_data.tasks.outputs.todo import NEW_BRAND_DAYS, gather_todo, todo_path, write_todo_csv
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ class ReportData:
     freshness: pl.DataFrame
     units_by_month: pl.DataFrame
     generated_at: datetime
+    services: pl.DataFrame = field(default_factory=pl.DataFrame)  # where the answers came from (report_banner.py)
 
 
 def gather(source: Source, now: datetime | None = None) -> ReportData:
@@ -77,6 +80,7 @@ def gather(source: Source, now: datetime | None = None) -> ReportData:
         "report_freshness", datasets=list(DEFAULT_FRESHNESS),
         window_hours=[int(w.total_seconds() // 3600) for w in DEFAULT_FRESHNESS.values()],
         no_data_hours=int(DEFAULT_NO_DATA_FRESHNESS.total_seconds() // 3600), now=now,
+        future_after=now + CLOCK_TOLERANCE,  # dated ahead (a clock that was ahead): not fresh (tasks/plan/due.py)
     )
     # Datasets a refresh does not ask for by default (ownership) show only once they have answers or failures.
     freshness = freshness.filter(pl.col("dataset").is_in(DEFAULT_DATASETS) | (pl.col("roster") > pl.col("never_answered"))
@@ -102,6 +106,7 @@ def gather(source: Source, now: datetime | None = None) -> ReportData:
         freshness=freshness,
         units_by_month=source.query("report_units_by_month"),
         generated_at=now,
+        services=source.query("report_services"),
     )
 
 
@@ -168,7 +173,7 @@ def render(data: ReportData, database: str) -> str:
     return PAGE.format(
         csp=CSP, css=CSS, plotlyjs=get_plotlyjs(), plot=PLOT, sorter=SORTER, title="Fleet report",
         subtitle=_e(f"{database} · generated {_when(data.generated_at)} · {run_text}"),
-        cards=_cards(data), sections="\n".join(sections),
+        banner=service_banner(data.services), cards=_cards(data), sections="\n".join(sections),
     )
 
 

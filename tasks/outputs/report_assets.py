@@ -105,6 +105,7 @@ PAGE = """<!DOCTYPE html>
 <body>
 <header><h1>{title}</h1><p>{subtitle}</p></header>
 <main>
+{banner}
 <div class="cards">{cards}</div>
 {sections}
 </main>

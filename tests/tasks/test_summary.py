@@ -33,3 +33,15 @@ def test_a_run_that_timed_out_calls_shows_what_they_may_have_cost_beside_what_it
 def test_damaged_journals_in_quarantine_are_named_in_the_summary():
     summary = {"datasets": {}, "quarantined_journals": 2, "quarantine_folder": "/data/staging/quarantine"}
     assert any("2 damaged answer journals" in note and "/data/staging/quarantine" in note for note in notes(summary))
+
+
+def test_the_summary_says_which_service_answered_and_why_fresh_answers_were_asked_again():
+    summary = {"run_id": "r", "status": "completed", "ingest": {}, "estimated_units": 3, "units": 3, "calls": 3,
+               "service": "embedded sandbox",
+               "datasets": {"specs": {"other_service": 2, "future_dated": 0, "stop_reason": None},
+                            "history": {"other_service": 0, "future_dated": 1, "stop_reason": None}}}
+    assert headline(summary).startswith("run r: completed (answers from the embedded sandbox: made up, for trying the tool)")
+    assert notes(summary) == ["asked again, though within their freshness windows: 2 specs answers of another service, "
+                              "1 history answers dated in the future (never fresh)"]
+    summary["service"] = "https://api.carsxe.com"
+    assert headline(summary).startswith("run r: completed (answers from https://api.carsxe.com)")
