@@ -62,9 +62,10 @@ def sandbox_refusal(held: Provenance, service: str, db: str | Path) -> str | Non
     others = [s for s in held.services if s != EMBEDDED_SANDBOX]
     if not others:
         return None
-    named = ", ".join(s for s in others if s) + (" and " if None in others and len(others) > 1 else "") + (
-        "answers landed before services were recorded (they may be the real service's)" if None in others else "")
-    return (f"{db} holds answers from {named}: the embedded sandbox's made-up answers must never land among them. "
+    named = [s for s in others if s] + (["an unknown service (landed before services were recorded: maybe the real "
+                                          "one)"] if None in others else [])
+    return (f"{db} holds answers from {' and '.join(named)}: the embedded sandbox's made-up answers must never land "
+            "among them. "
             "No VDS_API_KEY is set here (it is read from the environment, the .env beside fleet.toml and the .env "
             "in this folder): set it to call the real service, or give another --db to try the sandbox")
 

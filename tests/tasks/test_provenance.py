@@ -98,7 +98,7 @@ def test_the_embedded_sandbox_lands_only_among_its_own_answers():
     mine = provenance.Provenance({EMBEDDED_SANDBOX: 40})
     assert provenance.sandbox_refusal(mine, EMBEDDED_SANDBOX, "fleet.duckdb") is None
     assert provenance.sandbox_refusal(provenance.Provenance(), EMBEDDED_SANDBOX, "fleet.duckdb") is None
-    for services, named in (({REAL: 3, EMBEDDED_SANDBOX: 1}, REAL), ({None: 3}, "before services were recorded")):
+    for services, named in (({REAL: 3, EMBEDDED_SANDBOX: 1}, REAL), ({None: 3}, "an unknown service (landed before")):
         refused = provenance.sandbox_refusal(provenance.Provenance(services), EMBEDDED_SANDBOX, "fleet.duckdb")
         assert refused and named in refused and "\n" not in refused and "VDS_API_KEY" in refused
     assert provenance.sandbox_refusal(provenance.Provenance({REAL: 3}), STANDING, "fleet.duckdb") is None
