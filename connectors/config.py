@@ -6,10 +6,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError
@@ -20,6 +23,38 @@ from .retry import RetryPolicy
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=30.0, write=10.0, pool=30.0)
 # The real service's public address (both vendor SDKs use it): a key is all a user needs to give.
 DEFAULT_BASE_URL = "https://api.carsxe.com"
+# What runs and answers record as their service when the embedded sandbox answered: its port changes with every
+# command, and its answers are made up, so it is named, not addressed.
+EMBEDDED_SANDBOX = "embedded sandbox"
+_embedded: set[str] = set()  # base URLs of the embedded sandboxes this process is running
+
+
+@contextlib.contextmanager
+def embedded_sandbox(url: str) -> Iterator[None]:
+    """While the block runs, `url` is the embedded sandbox: `service_name` names it so (flows/target.py)."""
+    _embedded.add(url)
+    try:
+        yield
+    finally:
+        _embedded.discard(url)
+
+
+def service_name(base_url: str | None) -> str | None:
+    """Which service `base_url` is, as runs and answers record it: EMBEDDED_SANDBOX, or the URL as
+    scheme://host[:port][/path] (lower-case, no trailing slash), never a user, password, query or fragment
+    (where a key could travel); None without a URL."""
+    if not base_url:
+        return None
+    if base_url in _embedded:
+        return EMBEDDED_SANDBOX
+    parts = urlsplit(base_url.strip())
+    host = (parts.hostname or "").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme.lower()}://{host}{f':{port}' if port else ''}{parts.path.rstrip('/')}"
 
 
 def _finite(least: float, strictly: bool = False) -> BeforeValidator:
@@ -47,7 +82,8 @@ class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VDS_", env_file=".env", extra="ignore", env_ignore_empty=True)
 
     api_key: Annotated[str | None, Field(repr=False, description=(
-        "the service key (environment or `.env`; for deployments, else the Prefect Secret block `vds-api-key`); "
+        "the service key (environment, or `.env` beside the `fleet.toml` in use or in the current folder; for "
+        "deployments, else the Prefect Secret block `vds-api-key`); "
         "never logged, stored or passed to Prefect. Alone, it reaches the real service at "
         "`https://api.carsxe.com`"))] = None
     base_url: Annotated[str | None, Field(description=(
@@ -83,15 +119,17 @@ class Settings:
         return f"Settings(base_url={self.base_url!r}, api_key=<{key}>, transport={self.transport!r})"
 
     @classmethod
-    def from_env(cls, env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
+    def from_env(cls, env_file: str | Path | Sequence[str | Path] | None = ".env", **overrides: Any) -> Settings:
         """`ServiceSettings` (VDS_* from the environment, else `.env`) as a client's settings.
 
-        With a key and no base URL, the public service (`DEFAULT_BASE_URL`); with neither, nothing is
-        configured (commands then use the embedded sandbox). Raises ValueError naming a variable that
-        cannot be used.
+        `env_file`: one file or several, a later one winning (missing ones are skipped). With a key and no
+        base URL, the public service (`DEFAULT_BASE_URL`); with neither, nothing is configured (commands
+        then use the embedded sandbox). Raises ValueError naming a variable that cannot be used.
         """
+        files = [env_file] if isinstance(env_file, (str, Path)) else list(env_file or [])
+        found = tuple(Path(f) for f in files if f and Path(f).is_file())
         try:
-            read = ServiceSettings(_env_file=env_file if env_file and Path(env_file).is_file() else None)
+            read = ServiceSettings(_env_file=found or None)
         except ValidationError as exc:
             raise ValueError(ServiceSettings.describe(exc)) from None
         settings = cls(api_key=read.api_key, base_url=read.base_url or (DEFAULT_BASE_URL if read.api_key else None))
@@ -108,6 +146,14 @@ class Settings:
     def configured(self) -> bool:
         """True when the user pointed us at a service (otherwise commands use the sandbox)."""
         return bool(self.api_key or self.base_url)
+
+    @property
+    def service(self) -> str:
+        """The service these settings call, as runs and answers record it (`service_name`); a command with
+        nothing configured calls the embedded sandbox."""
+        if not self.configured:
+            return EMBEDDED_SANDBOX
+        return service_name(self.base_url or DEFAULT_BASE_URL) or EMBEDDED_SANDBOX
 
 
 class ServiceAccess(BaseModel):

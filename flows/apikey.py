@@ -15,8 +15,7 @@ import contextlib
 from typing import Any
 from collections.abc import Iterator
 
-from fleet_data.connectors import Settings
-from fleet_data.tasks.settings import exported
+from fleet_data.tasks.settings import client_settings, exported
 
 SECRET_BLOCK = "vds-api-key"
 
@@ -45,7 +44,7 @@ def key_for_this_run(needed: bool = True) -> Iterator[None]:
     With no key but a `VDS_BASE_URL` (a service that takes none, or a test's refusal), the run goes on:
     the service is the judge.
     """
-    settings = Settings.from_env()
+    settings = client_settings()
     if settings.api_key:
         yield
         return

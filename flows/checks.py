@@ -63,6 +63,8 @@ def check_refresh(args: argparse.Namespace) -> None:
     if args.dask and not args.dry_run:
         dask_scheduler(args.dask)
     service(needs_calls=not args.dry_run)
+    # A dry run tells what the refresh would do: refused too, with the same line.
+    provenance(args.db, calls=True, allow_clock_behind=args.allow_clock_behind)
 
 
 def check_backfill(args: argparse.Namespace) -> None:
@@ -73,6 +75,7 @@ def check_backfill(args: argparse.Namespace) -> None:
         new_database_vins(args.db, [v for item in args.vins for v in item.split(",") if v.strip()])
     if not args.reparse:  # re-parsing calls nothing, nor does a dry run
         service(needs_calls=not args.dry_run)
+    provenance(args.db, calls=not args.reparse, allow_clock_behind=args.allow_clock_behind)  # a dry run too, as refresh
 
 
 def check_status(args: argparse.Namespace) -> None:
@@ -234,18 +237,35 @@ def readable_file(path: str, what: str) -> None:
         raise CommandError(f"{what} {path}: not readable; fix its permissions")
 
 
+# --- the database's provenance --------------------------------------------------------------------
+
+
+def provenance(db: str, *, calls: bool, allow_clock_behind: bool) -> None:
+    """The database as it stands lets this run start (tasks/plan/provenance.py): the embedded sandbox never lands
+    among another service's answers (checked when the run `calls`), and this clock is not behind its last run."""
+    from fleet_data.tasks.plan import provenance as held
+    from fleet_data.tasks.settings import service_in_use
+    from fleet_data.tasks.store.database import DatabaseError
+
+    try:
+        refused = held.refusal(held.read_published(db), db, service_in_use() if calls else None, allow_clock_behind)
+    except DatabaseError as exc:
+        raise CommandError(str(exc)) from None
+    if refused:
+        raise CommandError(refused)
+
+
 # --- the service ---------------------------------------------------------------------------------
 
 
 def service(needs_calls: bool) -> None:
     """Settings that can work: a key where a call is needed, a base URL that is an http(s) URL."""
-    from fleet_data.connectors import Settings
-    from fleet_data.tasks.settings import deadline_settings, process_settings
+    from fleet_data.tasks.settings import client_settings, deadline_settings, process_settings
 
     process_settings()  # FLEET_PUBLISH_SECONDS and the like: refused (naming the variable) before anything starts
     deadline_settings()  # FLEET_NOTIFY_SECONDS and the like (docs/stopping.md)
     try:
-        settings = Settings.from_env()
+        settings = client_settings()
     except ValueError as exc:
         raise CommandError(f"{exc}; fix it in the environment or .env") from None
     if not settings.configured:

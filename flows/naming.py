@@ -125,10 +125,10 @@ def records_failure(fn: F) -> F:
 
 def failure_message(exc: BaseException) -> str:
     """`Type: message` on one line, cut short, a key in a URL or the key itself redacted (never expected there)."""
-    from fleet_data.connectors import Settings
     from fleet_data.connectors.redact import redact_text
+    from fleet_data.tasks.settings import client_settings
 
-    key = Settings.from_env().api_key
+    key = client_settings().api_key
     text = redact_text(" ".join(f"{type(exc).__name__}: {exc}".split()), (key,) if key else ())
     return text if len(text) <= MESSAGE_LENGTH else text[: MESSAGE_LENGTH - 1] + "…"
 

@@ -186,12 +186,12 @@ def _key_source() -> bool:
     a worker); with neither a key nor VDS_BASE_URL, the embedded sandbox (False). VDS_BASE_URL with no key
     anywhere is refused: every scheduled run would be refused by the service.
     """
-    from fleet_data.connectors import Settings
+    from fleet_data.tasks.settings import client_settings
 
     from .apikey import SECRET_BLOCK, secret_block_key
     from .checks import CommandError
 
-    settings = Settings.from_env()
+    settings = client_settings()
     if settings.api_key:
         return False
     if secret_block_key() is not None:

@@ -45,6 +45,9 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
     from fleet_data.tasks.store.database import DatabaseError
     from fleet_data.tasks.store.published import open_published
 
+    from fleet_data.tasks.settings import CLOCK_TOLERANCE
+
+    now = now or datetime.now(timezone.utc)
     since = month_start(now)
     # Looked at before and after reading the snapshot: a run that ends (or starts) meanwhile is
     # still recognised as the live one rather than shown interrupted.
@@ -54,7 +57,10 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
             raise DatabaseError(f"{db_path}: written by an earlier version of fleet-data; any `fleet refresh` "
                                 "brings it up to date (one with nothing due calls nothing)")
         recent = db.query("status_recent_runs", limit=runs).to_dicts()
-        spent = db.query("units_by_endpoint_since", since=since).to_dicts()
+        spent = db.query("units_by_endpoint_since", since=since, now=now).to_dicts()  # whatever the runs' clocks said
+        services = db.query("status_services", future_after=now + CLOCK_TOLERANCE).to_dicts()
+        clock_behind = db.query("status_clock_behind_runs",
+                                tolerance_seconds=int(CLOCK_TOLERANCE.total_seconds())).to_dicts()
         datasets, pending, failed = vin_states(db.query("status_vin_groups"))
         batches = db.query("unfinished_recall_batches").select(BATCH_COLUMNS).to_dicts()
     after = live_run(db_path)
@@ -77,6 +83,8 @@ def fleet_status(db_path: str, runs: int = 10, now: datetime | None = None) -> d
         "pending": pending,
         "failed": failed,
         "recall_batches_in_flight": batches,
+        "services": services,  # where the roster's current answers came from (NULL: before services were recorded)
+        "runs_with_clock_behind": clock_behind,
     }
 
 
@@ -151,11 +159,12 @@ def print_status(status: dict[str, Any]) -> None:
                       f"{live['last_publish'] or 'not yet in this run'}", highlight=False)
     else:
         console.print("[bold]Running now[/bold]: nothing", highlight=False)
+    print_services(console, status)
     # units = known + possible: a call never answered (killed in flight, timed out) counts what it may have cost.
     table(f"Last runs ({status['database']})",
-          ["run", "kind", "status", "started", "took", "VINs", "rejected", "calls", "units", "of which possible"],
-          [[r["run_id"], r["kind"], r["status"], r["started_at"], _took(r), r["valid"], r["rejected"], r["calls"],
-            r["units"], r["possible_units"]] for r in status["runs"]], "no runs yet")
+          ["run", "kind", "status", "service", "started", "took", "VINs", "rejected", "calls", "units", "of which possible"],
+          [[r["run_id"], r["kind"], r["status"], r["service"], r["started_at"], _took(r), r["valid"], r["rejected"],
+            r["calls"], r["units"], r["possible_units"]] for r in status["runs"]], "no runs yet")
     total, possible = status["units_this_month_total"], status["possible_units_this_month_total"]
     table(f"Units spent in {status['month']} (UTC): {total - possible} known + {possible} possible = {total} units, "
           f"{status['calls_this_month_total']} calls",
@@ -182,6 +191,31 @@ def print_status(status: dict[str, Any]) -> None:
     table("Recall batches in flight", ["batch", "status", "submitted", "VINs", "processed", "run"],
           [[r["batch_id"], r["status"], r["submitted_at"], r["total_vins"] or r["vins_count"], r["processed_vins"],
             r["run_id"]] for r in status["recall_batches_in_flight"]], "none")
+
+
+def print_services(console: Any, status: dict[str, Any]) -> None:
+    """Which service the data came from (the embedded sandbox's is made up), and what a clock did to it."""
+    services = status["services"]
+    if services:
+        said = "; ".join(f"{_service(r['service'])}: {r['answers']:,} answers on {r['vins']:,} vehicles "
+                         f"({', '.join(r['datasets'])})" for r in services)
+        console.print(f"[bold]Data from[/bold]: {said}", highlight=False, soft_wrap=True)
+    future = sum(r["dated_in_the_future"] for r in services)
+    if future:
+        console.print(f"[bold yellow]Dated in the future[/bold yellow]: {future:,} answers (a clock that was ahead when "
+                      "they came): never fresh, the next refresh asks again", highlight=False, soft_wrap=True)
+    for run in status["runs_with_clock_behind"]:
+        console.print(f"[bold yellow]Clock behind[/bold yellow]: run {run['run_id']} started {_text(run['started_at'])}, "
+                      f"before an earlier run ({_text(run['earlier_started_at'])}): its units are counted from the runs "
+                      "before it, whatever its clock said", highlight=False, soft_wrap=True)
+
+
+def _service(name: str | None) -> str:
+    from fleet_data.connectors.config import EMBEDDED_SANDBOX
+
+    if name is None:
+        return "unknown (landed before services were recorded)"
+    return "the embedded sandbox (made-up answers)" if name == EMBEDDED_SANDBOX else name
 
 
 def _took(run: dict[str, Any]) -> str | None:

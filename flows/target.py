@@ -14,14 +14,15 @@ from dataclasses import replace
 from typing import Iterator
 
 from fleet_data.connectors import Settings
-from fleet_data.tasks.settings import exported
+from fleet_data.connectors.config import embedded_sandbox
+from fleet_data.tasks.settings import client_settings, exported
 
 SANDBOX_KEY = "sandbox_demo_key"
 
 
 @contextlib.contextmanager
 def service_settings(settings: Settings | None = None, *, announce: bool = True) -> Iterator[Settings]:
-    settings = settings or Settings.from_env()
+    settings = settings or client_settings()
     if settings.configured:
         if not settings.base_url:
             raise SystemExit("error: VDS_API_KEY is set but VDS_BASE_URL is not; set the service's base URL")
@@ -33,6 +34,7 @@ def service_settings(settings: Settings | None = None, *, announce: bool = True)
     with run_sandbox(SandboxConfig(insecure_webhooks=True)) as sandbox:
         if announce:
             print(f"No VDS_API_KEY/VDS_BASE_URL set: using the embedded sandbox at {sandbox.url}", file=sys.stderr)
-        # Where the tasks (and worker processes) read the service's settings, for the command's length.
-        with exported(VDS_API_KEY=SANDBOX_KEY, VDS_BASE_URL=sandbox.url):
+        # Where the tasks (and worker processes) read the service's settings, for the command's length; runs
+        # and answers record it as the embedded sandbox, not as its address of the moment.
+        with exported(VDS_API_KEY=SANDBOX_KEY, VDS_BASE_URL=sandbox.url), embedded_sandbox(sandbox.url):
             yield replace(settings, base_url=sandbox.url, api_key=SANDBOX_KEY)

@@ -28,6 +28,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Sequence
 
@@ -36,7 +37,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 if TYPE_CHECKING:
-    from fleet_data.connectors.config import ServiceSettings  # imported when read: httpx is slow to import
+    from fleet_data.connectors.config import ServiceSettings, Settings  # imported when read: httpx is slow to import
 
 DEFAULT_DB = "data/fleet.duckdb"
 DEFAULT_LAKE = "data/lake"
@@ -45,6 +46,9 @@ DEFAULT_RETRY_WINDOW = 180.0  # seconds: a faulted run ends within its fault-fre
 DEFAULT_PUBLISH_SECONDS = 120.0
 DEFAULT_MIN_FREE_MB = 64.0  # headroom a run keeps on every disk it writes (tasks/control/resources.py)
 DEFAULT_RESERVE_MB = 8.0  # set aside at the start, given back on a full disk so paid answers still reach the disk
+# Clocks of two machines may differ this much without it meaning anything: an answer dated up to this far in the
+# future still counts fresh, and a run may start this far behind the database's last run.
+CLOCK_TOLERANCE = timedelta(minutes=5)
 MAX_BATCH_VINS = 10_000  # the spec's limit per recalls batch
 ENV_PREFIX = "FLEET_"
 FILE_NAME = "fleet.toml"
@@ -209,6 +213,10 @@ class RunOptions(BaseModel):
     chunk_size: Annotated[Count, Cli(RUNS, shared=True), Field(description="VINs per task")] = 500
     max_units: Annotated[int | None, BeforeValidator(budget), Cli(RUNS), Field(
         description="refuse a plan that costs more; stop cleanly when reached")] = None
+    allow_clock_behind: Annotated[Switch, Cli(RUNS, shared=True), Field(
+        description=f"run even though this clock is more than {CLOCK_TOLERANCE.seconds // 60} minutes behind the "
+                    "database's last run (say so "
+                    "only when this clock is right and that run's was ahead; otherwise set the clock right)")] = False
 
 
 class RefreshOptions(RunOptions):
@@ -258,7 +266,8 @@ class RefreshOptions(RunOptions):
         """What the run records as its parameters (`runs.parameters`): never a URL that may hold a credential."""
         return {"datasets": self.datasets, "max_units": self.max_units, "force": self.force, "dry_run": self.dry_run,
                 "freshness": self.fresh or None, "chunk_size": self.chunk_size, "batch_size": self.batch_size,
-                "recall_details_by": self.recall_details, "plates": self.plates, "value_move": self.value_move}
+                "recall_details_by": self.recall_details, "plates": self.plates, "value_move": self.value_move,
+                "allow_clock_behind": self.allow_clock_behind}
 
 
 class BackfillOptions(RunOptions):
@@ -279,7 +288,7 @@ class BackfillOptions(RunOptions):
         """What the run records as its parameters (`runs.parameters`): a count of VINs, not the list."""
         return {"datasets": self.datasets, "vins": None if self.vins is None else len(self.vins),
                 "vins_file": self.vins_file, "failures_of": self.failures_of, "all_failures": self.all_failures,
-                "max_units": self.max_units, "chunk_size": self.chunk_size}
+                "max_units": self.max_units, "chunk_size": self.chunk_size, "allow_clock_behind": self.allow_clock_behind}
 
 
 def _url(value: str | None, example: str) -> str | None:
@@ -540,13 +549,38 @@ def process_settings() -> ProcessSettings:
         raise SettingsError(f"{name}: {_reason(exc)}") from None
 
 
+def env_files() -> tuple[Path, ...]:
+    """The `.env` files VDS_* are read from (after the environment), the later winning: the one beside the
+    project file in use (`fleet.toml`, or `pyproject.toml` with `[tool.fleet]`), then the current folder's."""
+    project = find_project_file()
+    files = [project.parent / ".env"] if project else []
+    here = Path(".env")
+    if not files or files[0].resolve() != here.resolve():
+        files.append(here)
+    return tuple(f for f in files if f.is_file())
+
+
 def service_settings() -> ServiceSettings:
     from fleet_data.connectors.config import ServiceSettings
 
     try:
-        return ServiceSettings()
+        return ServiceSettings(_env_file=env_files() or None)
     except ValidationError as exc:
         raise SettingsError(ServiceSettings.describe(exc)) from None
+
+
+def client_settings() -> Settings:
+    """The client's settings (connectors' `Settings`): VDS_* from the environment, else the `.env` files
+    (`env_files`). Raises ValueError naming a variable that cannot be used."""
+    from fleet_data.connectors.config import Settings
+
+    return Settings.from_env(env_file=env_files())
+
+
+def service_in_use() -> str:
+    """The service a command calls, as runs and answers record it: the embedded sandbox when nothing is
+    configured (or when it is the one running), else the base URL without credentials (connectors/config.py)."""
+    return client_settings().service
 
 
 @dataclass(frozen=True)

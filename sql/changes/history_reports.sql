@@ -1,6 +1,7 @@
 -- Title brands new or gone, and odometer readings lower than an earlier one, since the VIN's previous
 -- history answer (fetch_status: a report, or "no data" = no brands, no readings). Compared before the
--- report is replaced; an answer not newer than the last one is no change.
+-- report is replaced; an answer not newer than the last one (in the order answers arrived: run_seq, then
+-- fetched_at) is no change.
 CREATE OR REPLACE TEMP TABLE history_answers AS
 SELECT i.run_id, i.vin, i.fetched_at,
        coalesce(i.title_brands, list_filter(list_transform(i.brands_information,
@@ -9,9 +10,9 @@ SELECT i.run_id, i.vin, i.fetched_at,
        coalesce(h.title_brands, []) AS brands_before,
        coalesce(i.history_information, []) || coalesce(i.current_title_information, []) AS readings_now,
        coalesce(h.history_information, []) || coalesce(h.current_title_information, []) AS readings_before
-FROM (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin ORDER BY fetched_at DESC) = 1) AS i
-JOIN fetch_status AS f ON f.vin = i.vin AND f.dataset = 'history' AND f.fetched_at < i.fetched_at
-LEFT JOIN history_reports AS h ON h.vin = i.vin AND h.fetched_at < i.fetched_at
+FROM (SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin ORDER BY run_seq DESC, fetched_at DESC) = 1) AS i
+JOIN fetch_status AS f ON f.vin = i.vin AND f.dataset = 'history' AND (f.run_seq, f.fetched_at) < (i.run_seq, i.fetched_at)
+LEFT JOIN history_reports AS h ON h.vin = i.vin AND (h.run_seq, h.fetched_at) < (i.run_seq, i.fetched_at)
 -- Most reports come back as they were: only those whose brands or readings differ are looked into.
 WHERE brands_now IS DISTINCT FROM brands_before OR readings_now IS DISTINCT FROM readings_before;
 

@@ -13,8 +13,12 @@ SELECT i.run_id, i.vin, 'recalls' AS dataset, 'new_recall' AS kind, i.nhtsa_camp
                    'matched_by', coalesce(i.matched_by, 'vin')) AS after,
        i.fetched_at, now() AS detected_at
 FROM (SELECT * FROM incoming
-      QUALIFY row_number() OVER (PARTITION BY vin, nhtsa_campaign_number ORDER BY fetched_at DESC) = 1) AS i
+      QUALIFY row_number() OVER (PARTITION BY vin, nhtsa_campaign_number ORDER BY run_seq DESC, fetched_at DESC) = 1) AS i
 LEFT JOIN recalls AS r ON r.vin = i.vin AND r.nhtsa_campaign_number = i.nhtsa_campaign_number
-WHERE (r.vin IS NULL OR r.closed_at < i.fetched_at)
-  AND EXISTS (SELECT 1 FROM recall_checks AS c WHERE c.vin = i.vin AND c.campaigns_listed AND c.fetched_at < i.fetched_at)
+-- (Before and since in the order answers arrived, run_seq then fetched_at; the check that closed a campaign is its
+-- VIN's complete check at closed_at.)
+WHERE (r.vin IS NULL OR r.closed_at IS NOT NULL AND (coalesce((SELECT max(c.run_seq) FROM recall_checks AS c WHERE c.vin = r.vin AND c.campaigns_listed
+                                   AND c.fetched_at = r.closed_at), 0), r.closed_at) < (i.run_seq, i.fetched_at))
+  AND EXISTS (SELECT 1 FROM recall_checks AS c WHERE c.vin = i.vin AND c.campaigns_listed
+              AND (c.run_seq, c.fetched_at) < (i.run_seq, i.fetched_at))
 ON CONFLICT DO NOTHING;

@@ -4,7 +4,8 @@
 -- "no data" (see fetch_status.sql).
 DELETE FROM incoming
 WHERE EXISTS (SELECT 1 FROM fetch_status AS f
-              WHERE f.vin = incoming.vin AND f.dataset = 'history' AND f.fetched_at > incoming.fetched_at);
+              WHERE f.vin = incoming.vin AND f.dataset = 'history'
+                AND (f.run_seq, f.fetched_at) > (incoming.run_seq, incoming.fetched_at));
 
 MERGE INTO history_reports AS t
 USING (
@@ -16,8 +17,8 @@ USING (
 ON t.vin = s.vin
 -- The same data again (a forced refresh, a replayed journal, a re-parse): only the receipt moves on, so
 -- identical rows do not pay a whole-row update.
-WHEN MATCHED AND s.fetched_at >= t.fetched_at AND row(s.brands_record_count, s.vin_changed, s.title_brands, s.junk_and_salvage_information, s.insurance_information, s.brands_information, s.current_title_information, s.history_information)
+WHEN MATCHED AND (s.run_seq, s.fetched_at) >= (t.run_seq, t.fetched_at) AND row(s.brands_record_count, s.vin_changed, s.title_brands, s.junk_and_salvage_information, s.insurance_information, s.brands_information, s.current_title_information, s.history_information)
          IS NOT DISTINCT FROM row(t.brands_record_count, t.vin_changed, t.title_brands, t.junk_and_salvage_information, t.insurance_information, t.brands_information, t.current_title_information, t.history_information)
-    THEN UPDATE SET run_id = s.run_id, fetched_at = s.fetched_at
-WHEN MATCHED AND s.fetched_at >= t.fetched_at THEN UPDATE
+    THEN UPDATE SET run_id = s.run_id, fetched_at = s.fetched_at, run_seq = s.run_seq, service = s.service
+WHEN MATCHED AND (s.run_seq, s.fetched_at) >= (t.run_seq, t.fetched_at) THEN UPDATE
 WHEN NOT MATCHED THEN INSERT BY NAME;

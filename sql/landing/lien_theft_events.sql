@@ -3,14 +3,18 @@
 -- "no data" (see fetch_status.sql).
 DELETE FROM incoming
 WHERE EXISTS (SELECT 1 FROM fetch_status AS f
-              WHERE f.vin = incoming.vin AND f.dataset = 'lien_theft' AND f.fetched_at > incoming.fetched_at);
+              WHERE f.vin = incoming.vin AND f.dataset = 'lien_theft'
+                AND (f.run_seq, f.fetched_at) > (incoming.run_seq, incoming.fetched_at));
 
 CREATE TEMP TABLE newest_reports AS
-SELECT i.vin, max(i.fetched_at) AS fetched_at
+SELECT i.vin, max(i.run_seq) AS run_seq, max(i.fetched_at) AS fetched_at
 FROM incoming AS i
-GROUP BY i.vin
-HAVING max(i.fetched_at) >= coalesce((SELECT max(e.fetched_at) FROM lien_theft_events AS e WHERE e.vin = i.vin),
-                                      max(i.fetched_at));
+GROUP BY i.vin;
+
+-- Not newer (in the order answers arrived) than the events held: nothing of it lands.
+DELETE FROM newest_reports
+WHERE EXISTS (SELECT 1 FROM lien_theft_events AS e
+              WHERE e.vin = newest_reports.vin AND (e.run_seq, e.fetched_at) > (newest_reports.run_seq, newest_reports.fetched_at));
 
 DELETE FROM lien_theft_events WHERE vin IN (SELECT vin FROM newest_reports);
 

@@ -11,14 +11,16 @@ UPDATE incoming SET response_hash = sha256(concat_ws('|', dataset, coalesce(vin,
                                                       CAST(body AS VARCHAR)))
 WHERE response_hash IS NULL;
 
--- The same answer received again keeps one row, dated by its latest receipt (a re-parse then
--- treats it as the newest answer it is). Answers held already go through the MERGE, new ones through a
--- plain INSERT (a MERGE costs several times an insert per new row).
+-- The same answer received again keeps one row, dated by its latest receipt (latest in the order answers arrived:
+-- run_seq, then fetched_at), from that receipt's service: a re-parse then treats it as the newest answer it is.
+-- Answers held already go through the MERGE, new ones through a plain INSERT (a MERGE costs several times an
+-- insert per new row).
 MERGE INTO raw_responses AS t
 USING (SELECT * FROM incoming AS i WHERE EXISTS (SELECT 1 FROM raw_responses AS h WHERE h.response_hash = i.response_hash)
        AND rowid IN (SELECT arg_max(rowid, fetched_at) FROM incoming GROUP BY response_hash)) AS s
 ON t.response_hash = s.response_hash
-WHEN MATCHED AND s.fetched_at > t.fetched_at THEN UPDATE SET fetched_at = s.fetched_at, run_id = s.run_id;
+WHEN MATCHED AND (s.run_seq, s.fetched_at) > (t.run_seq, t.fetched_at) THEN UPDATE SET
+    fetched_at = s.fetched_at, run_id = s.run_id, run_seq = s.run_seq, service = s.service;
 
 INSERT INTO raw_responses BY NAME
 SELECT * FROM incoming AS i WHERE NOT EXISTS (SELECT 1 FROM raw_responses AS h WHERE h.response_hash = i.response_hash)

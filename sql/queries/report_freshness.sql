@@ -1,6 +1,7 @@
 -- How fresh each dataset is across the roster. $datasets and $window_hours (parallel lists) give each
 -- dataset's freshness window, $no_data_hours the window of a 404 "no data" (tasks/plan/due.py); $now the clock.
--- stale: answered, but older than its window (the next refresh asks again); never_answered: no answer yet
+-- stale: answered, but older than its window, or dated after $future_after (a clock that was ahead): the next
+-- refresh asks again; never_answered: no answer yet
 -- (vehicles outside a dataset's markets never get one); failed: open failures.
 WITH windows AS (
     SELECT unnest($datasets::VARCHAR[]) AS dataset, unnest($window_hours::BIGINT[]) AS window_hours
@@ -9,7 +10,8 @@ WITH windows AS (
 ), answers AS (
     SELECT f.dataset, f.outcome, f.fetched_at,
            f.fetched_at < $now::TIMESTAMPTZ - to_hours(CASE WHEN f.outcome = 'no_data'
-               THEN least(w.window_hours, $no_data_hours::BIGINT) ELSE w.window_hours END) AS stale
+               THEN least(w.window_hours, $no_data_hours::BIGINT) ELSE w.window_hours END)
+           OR f.fetched_at > $future_after::TIMESTAMPTZ AS stale
     FROM fetch_status AS f
     JOIN windows AS w USING (dataset)
     SEMI JOIN vehicles AS v ON v.vin = f.vin

@@ -4,7 +4,8 @@ CREATE OR REPLACE VIEW vehicle_overview AS
 WITH latest_check AS (
     SELECT *
     FROM recall_checks
-    QUALIFY row_number() OVER (PARTITION BY vin ORDER BY fetched_at DESC, campaigns_listed DESC) = 1
+    -- The latest in the order answers arrived (run_seq), whatever the run's clock said.
+    QUALIFY row_number() OVER (PARTITION BY vin ORDER BY run_seq DESC, fetched_at DESC, campaigns_listed DESC) = 1
 ),
 open_campaigns AS (
     SELECT vin, count(*) FILTER (WHERE matched_by = 'vin') AS confirmed, count(*) FILTER (WHERE matched_by = 'model') AS likely

@@ -11,4 +11,4 @@ SELECT
     mv.publish_date AS published_on
 FROM market_values AS mv
 LEFT JOIN vehicles AS v USING (vin)
-WINDOW w AS (PARTITION BY mv.vin, mv.condition ORDER BY mv.valued_on, mv.fetched_at);
+WINDOW w AS (PARTITION BY mv.vin, mv.condition ORDER BY mv.run_seq, mv.valued_on, mv.fetched_at);  -- run_seq: arrival order

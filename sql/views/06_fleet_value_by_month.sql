@@ -14,7 +14,7 @@ WITH monthly AS (
     FROM market_values AS mv
     SEMI JOIN vehicles AS v ON v.vin = mv.vin
     QUALIFY row_number() OVER (PARTITION BY mv.vin, date_trunc('month', mv.valued_on)
-                               ORDER BY mv.valued_on DESC, mv.fetched_at DESC) = 1
+                               ORDER BY mv.run_seq DESC, mv.valued_on DESC, mv.fetched_at DESC) = 1
 ),
 spans AS (
     -- Valid from its month until the vehicle's next valued month.

@@ -4,7 +4,7 @@ CREATE OR REPLACE VIEW changes_latest_run AS
 WITH latest AS (
     SELECT run_id FROM runs
     WHERE finished_at IS NOT NULL AND kind IN ('refresh', 'backfill') AND status NOT IN ('planned', 'refused')
-    ORDER BY started_at DESC LIMIT 1
+    ORDER BY run_seq DESC NULLS LAST, started_at DESC LIMIT 1  -- the latest to arrive, whatever its clock
 )
 SELECT c.run_id, c.vin, v.unit_number, v.plate, v.fleet, s.year, s.make, s.model,
        c.dataset, c.kind, c.subject, c.severity,

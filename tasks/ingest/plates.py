@@ -28,6 +28,7 @@ from fleet_data.connectors import CallRecord, estimate_units
 
 from fleet_data.tasks.ingest.markets import AU_STATES, CA_PROVINCES, US_STATES, country_expr, state_country_expr
 from fleet_data.tasks.ingest.vins import normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
+from fleet_data.tasks.settings import CLOCK_TOLERANCE, service_in_use
 
 if TYPE_CHECKING:
     from fleet_data.tasks.ingest.fleet_files import IngestResult
@@ -228,15 +229,18 @@ def _now() -> datetime:
 
 def settle_at_ingest(
     db: "Database", result: "IngestResult", *, enabled: bool, waiting_path: Path, now: datetime | None = None,
+    service: str | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
     """The roster, rejected rows and ingest counts once every plate row that needs no call is settled.
 
     Rows waiting for a lookup are staged at `waiting_path`; `plates_waiting` counts them, so that
-    rows_in = valid + duplicates + rejected + plates_waiting.
+    rows_in = valid + duplicates + rejected + plates_waiting. A lookup stands only for the `service` that
+    answered it (default: the one in use) and when not dated in the future (a clock ahead).
     """
     now = now or _now()
     fresh = db.query("fresh_plate_resolutions", found_after=now - PLATE_FRESHNESS,
-                     not_found_after=now - PLATE_NOT_FOUND_FRESHNESS) if enabled else None
+                     not_found_after=now - PLATE_NOT_FOUND_FRESHNESS, future_after=now + CLOCK_TOLERANCE,
+                     service=service or service_in_use()) if enabled else None
     sorted_ = sort_plate_rows(result.plates, fresh=fresh, enabled=enabled)
     roster, new, added = merge_into_roster(result.roster, sorted_.known)
     counts = result.summary()

@@ -24,6 +24,7 @@ from typing import Any
 from fleet_data.tasks.ingest.fleet_files import IngestResult
 from fleet_data.tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
 from fleet_data.tasks.ingest.plates import settle_at_ingest
+from fleet_data.tasks.settings import service_in_use
 from fleet_data.tasks.store.published import read_only_view
 from fleet_data.tasks.outputs.summary import plan_text, start_summary
 
@@ -47,16 +48,19 @@ def preview_refresh(
     plates: bool = True,
     max_units: int | None = None,
 ) -> Preview:
-    """The plan of refreshing `fleet` (read by `read_fleet`) into `db_path`, computed without writing."""
+    """The plan of refreshing `fleet` (read by `read_fleet`) into `db_path`, computed without writing, for the
+    service the command would call (`service_in_use`)."""
+    service = service_in_use()
     with read_only_view(db_path) as view, tempfile.TemporaryDirectory(prefix="fleet-plan-") as folder:
         roster, counts = fleet.roster, fleet.summary()
         waiting = Path(folder) / "plates_waiting.parquet"
         if fleet.plates.height:  # settled as the ingest settles them; the rest would be looked up
-            roster, _, counts = settle_at_ingest(view, fleet, enabled=plates, waiting_path=waiting)
+            roster, _, counts = settle_at_ingest(view, fleet, enabled=plates, waiting_path=waiting, service=service)
         # Planned from the roster as read, not landed: landing a million-row roster costs more time and
         # memory than the rest of the dry run (make_plan gives the same plan either way: tests/tasks/test_plan.py).
         plan: Plan = make_plan(view, run_id, datasets, Path(folder) / "due",
-                               rule=DueRule(force, parse_freshness(freshness)), plates_waiting=waiting, roster=roster)
+                               rule=DueRule(force, parse_freshness(freshness), service=service), plates_waiting=waiting,
+                               roster=roster)
         summary = start_summary(run_id, counts, plan)
         text = plan_text(plan)
         nothing_due = plan.nothing_due

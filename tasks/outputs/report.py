@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,6 +22,7 @@ import polars as pl
 from fleet_data.tasks.outputs.report_page import render
 from fleet_data.tasks.outputs.todo import gather_todo, todo_path, todo_rows, write_todo_csv
 from fleet_data.tasks.plan.due import ALL_DATASETS, DEFAULT_DATASETS, DEFAULT_FRESHNESS, DEFAULT_NO_DATA_FRESHNESS
+from fleet_data.tasks.settings import CLOCK_TOLERANCE
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class ReportData:
     freshness: pl.DataFrame
     units_by_month: pl.DataFrame
     generated_at: datetime
+    services: pl.DataFrame = field(default_factory=pl.DataFrame)  # where the answers came from (report_banner.py)
 
 
 def changes_window(source: Source, now: datetime, since: datetime | str | None = None) -> Window:
@@ -110,6 +112,7 @@ def gather(source: Source, now: datetime | None = None, since: datetime | str | 
         freshness=_freshness(source, now),
         units_by_month=source.query("report_units_by_month"),
         generated_at=now,
+        services=source.query("report_services"),
     )
 
 
@@ -118,6 +121,7 @@ def _freshness(source: Source, now: datetime) -> pl.DataFrame:
         "report_freshness", datasets=list(DEFAULT_FRESHNESS),
         window_hours=[int(w.total_seconds() // 3600) for w in DEFAULT_FRESHNESS.values()],
         no_data_hours=int(DEFAULT_NO_DATA_FRESHNESS.total_seconds() // 3600), now=now,
+        future_after=now + CLOCK_TOLERANCE,  # dated ahead (a clock that was ahead): not fresh (tasks/plan/due.py)
     )
     # Datasets a refresh does not ask for by default (ownership) show only once they have answers or failures.
     freshness = freshness.filter(pl.col("dataset").is_in(DEFAULT_DATASETS) | (pl.col("roster") > pl.col("never_answered"))

@@ -9,7 +9,7 @@ CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2733;background:#f4f6f8}
 header{background:#1d2733;color:#fff;padding:18px 28px}header h1{margin:0;font-size:22px}
 header p{margin:4px 0 0;color:#b8c4d0;font-size:13px;overflow-wrap:anywhere}main{padding:12px 28px 40px}
-.banner:empty{display:none}.banner{background:#fff4d6;border-left:5px solid #e6a100;padding:8px 14px;margin:12px 0 0}
+.banner:empty{display:none}
 .cards{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(170px,100%),1fr));gap:12px;margin:10px 0 14px}
 .card{background:#fff;border-radius:8px;padding:10px 14px;box-shadow:0 1px 2px #0002;border:1px solid #e3e8ee}
 .card.alert{border-left:5px solid #c0392b}.card .label{color:#5b6b7b;font-size:12px;text-transform:uppercase}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from fleet_data.tasks.outputs.report_assets import CSS, PAGE, SCRIPT
+from fleet_data.tasks.outputs.report_banner import service_banner
 from fleet_data.tasks.outputs.report_charts import Series, bar_chart
 from fleet_data.tasks.outputs.todo import NEW_BRAND_DAYS
 
@@ -83,9 +84,9 @@ def render(data: ReportData, database: str) -> str:
 
 
 def banner(data: ReportData) -> str:
-    """A line above everything else, for what the reader must know before any figure (e.g. which service
-    answered); empty for now. The page template puts it between the header and the safety section."""
-    return ""
+    """A line above everything else, for what the reader must know before any figure: which service answered
+    (report_banner.py). The page template puts it between the header and the safety section."""
+    return service_banner(data.services)
 
 
 # --- sections -----------------------------------------------------------------------------------

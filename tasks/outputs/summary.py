@@ -30,10 +30,11 @@ def record_batch(summary: dict[str, Any], outcome: dict[str, Any], budget: int |
 
 
 def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str = "refresh") -> dict[str, Any]:
-    summary = {
+    summary: dict[str, Any] = {
         "run_id": run_id,
         "kind": kind,
         "status": "running",
+        "service": plan.service,  # where its answers come from (connectors/config.py `service_name`); never the key
         "ingest": ingest,
         "estimated_units": plan.estimated_units,
         "recall_detail_ceiling": plan.recall_detail_ceiling,
@@ -46,6 +47,7 @@ def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str =
         "datasets": {
             name: {"roster": d.roster, "not_applicable": d.not_applicable, "skipped_fresh": d.skipped_fresh,
                    "planned": d.due, "estimated_units": d.estimated_units,
+                   "other_service": d.other_service_due, "future_dated": d.future_due,
                    "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "possible_units": 0,
                    "stop_reason": None, "answered_before": d.answered_before}
             for name, d in plan.datasets.items()
@@ -80,7 +82,7 @@ def replan(summary: dict[str, Any], plan: "Plan") -> None:
     `planned` keeps the plan as printed; `plate_vehicle_units` is what the found vehicles added to it, so the
     summary's estimate is the printed one plus that (`estimate_text`)."""
     fresh = start_summary(summary["run_id"], summary["ingest"], plan, summary.get("kind", "refresh"))
-    for key in ("recall_detail_ceiling", "datasets"):
+    for key in ("recall_detail_ceiling", "datasets", "service"):
         summary[key] = fresh[key]
     estimated = fresh["estimated_units"] + (summary.get("plates") or {}).get("estimated_units", 0)
     summary["plate_vehicle_units"] = estimated - summary["planned"]["estimated_units"]
@@ -136,9 +138,11 @@ def plan_text(plan: "Plan", printed: dict[str, int] | None = None) -> str:
     found: it then says what they add to that one, in the words of the run's summary (`estimate_text`).
     Columns are as wide as their widest figure, so a million-VIN plan stays aligned and whole."""
     from fleet_data.connectors import ENDPOINTS
+    from fleet_data.connectors.config import EMBEDDED_SANDBOX
 
     if printed is None:
-        first = (f"Plan: {plan.estimated_units} units"
+        first = (f"Plan: {plan.estimated_units} units" + (f" from the {plan.service}" if plan.service == EMBEDDED_SANDBOX
+                                                             else f" from {plan.service}" if plan.service else "")
                  + (f" (+ up to {plan.recall_detail_ceiling} for recall campaign details)" if plan.recall_detail_ceiling else "")
                  + (f" (+ up to {plan.plate_vehicle_ceiling} for the vehicles plates find)" if plan.plate_vehicle_ceiling else ""))
     else:
@@ -158,7 +162,24 @@ def plan_text(plan: "Plan", printed: dict[str, int] | None = None) -> str:
     lines = [first] + ["  " + line for line in aligned(rows, left=(0, 1, 6))]
     if plan.no_data_window:
         lines.append(f"  no data: asked again after {plan.no_data_window} (--fresh no_data=AGE)")
-    return "\n".join(lines)
+    return "\n".join(lines + asked_again(plan))
+
+
+def asked_again(plan: "Plan") -> list[str]:
+    """Why the plan asks again for answers its windows call fresh: another service gave them, or a clock ahead dated
+    them in the future (tasks/plan/due.py)."""
+    from fleet_data.tasks.settings import CLOCK_TOLERANCE
+
+    lines = []
+    other = sum(d.other_service_due for d in plan.datasets.values())
+    if other:
+        lines.append(f"  another service: {other} answers from {', '.join(plan.other_services)} are never fresh for "
+                     f"{plan.service}: asked again")
+    future = sum(d.future_due for d in plan.datasets.values())
+    if future:
+        lines.append(f"  dated in the future: {future} answers dated more than {CLOCK_TOLERANCE.seconds // 60} minutes "
+                     "ahead of this clock (a clock that was ahead when they came) are not fresh: asked again")
+    return lines
 
 
 def _why_due(d: Any) -> str:
@@ -167,8 +188,8 @@ def _why_due(d: Any) -> str:
     if parts:
         parts = [" and ".join(p for p, n in zip(parts, (d.pending_due, d.failed_due)) if n)
                  + f": {(d.pending_due + d.failed_due) * d.unit_cost} units"]
-    if d.no_data_due:
-        parts.append(f"{d.no_data_due} no data before")
+    parts += [f"{n} {why}" for n, why in ((d.no_data_due, "no data before"), (d.other_service_due, "from another service"),
+                                           (d.future_due, "dated in the future")) if n]
     return f"({', '.join(parts)})" if parts else ""
 
 
@@ -274,7 +295,8 @@ def headline_parts(summary: dict[str, Any]) -> list[str]:
                  f"{ingest.get('duplicates', 0)} duplicates, {ingest.get('rejected', 0)} rejected"
                  # A dry run looks no plate up: its rows waiting for a lookup are neither VINs nor rejected yet.
                  + (f", {ingest['plates_waiting']} to look up by plate" if ingest.get("plates_waiting") else ""))
-    return [f"run {summary['run_id']}: {summary['status']}", rows_text + plate_text(summary), estimate_text(summary),
+    return [f"run {summary['run_id']}: {summary['status']}"
+            + (f" ({service_line(summary)})" if summary.get("service") else ""), rows_text + plate_text(summary), estimate_text(summary),
             f"spent {summary['units']} units in {summary['calls']} calls"
             + (f" (+ up to {summary['possible_units']} for calls never answered)" if summary.get("possible_units") else "")]
 
@@ -321,6 +343,16 @@ def headline(summary: dict[str, Any]) -> str:
     return "; ".join(headline_parts(summary))
 
 
+def service_line(summary: dict[str, Any]) -> str:
+    """Where the run's answers come from, in words: the embedded sandbox's are made up."""
+    from fleet_data.connectors.config import EMBEDDED_SANDBOX
+
+    service = summary.get("service")
+    if service == EMBEDDED_SANDBOX:
+        return "answers from the embedded sandbox: made up, for trying the tool"
+    return f"answers from {service}"
+
+
 def notes(summary: dict[str, Any]) -> list[str]:
     found = [f"{name}: stopped ({d['stop_reason']}); {d.get('pending') or 0} VINs left pending for the next run"
              for name, d in summary["datasets"].items() if d.get("stop_reason")]
@@ -330,6 +362,12 @@ def notes(summary: dict[str, Any]) -> list[str]:
                         "their rows rejected as plate_not_looked_up until the next run")
     if summary.get("message"):
         found.insert(0, summary["message"])
+    again = [f"{d['other_service']} {name} answers of another service" for name, d in summary["datasets"].items()
+             if d.get("other_service")]
+    again += [f"{d['future_dated']} {name} answers dated in the future" for name, d in summary["datasets"].items()
+              if d.get("future_dated")]
+    if again:
+        found.append(f"asked again, though within their freshness windows: {', '.join(again)} (never fresh)")
     if summary.get("possible_units"):
         found.append(f"{summary['possible_units']} units possibly spent besides: calls sent and never answered (timed "
                      "out, connection dropped), which the service may have billed (api_calls.billing = 'unknown')")

@@ -2,8 +2,11 @@
 
 A dataset applies to the vehicles of the markets its declaration names (tasks/ingest/markets.py); the
 others are `not_applicable` and never called. An applicable VIN is due when its last successful
-answer (`fetch_status`) is older than the dataset's freshness window, or when it never answered;
-`force` makes every applicable VIN due. A "no data" answer (a 404) has its own, shorter window
+answer (`fetch_status`) is older than the dataset's freshness window, or when it never answered; also
+when another service gave it (an answer is fresh only for the service that gave it: one recorded before
+services were, NULL, counts as the run's), or when it is dated in the future beyond `CLOCK_TOLERANCE` (a
+clock that was ahead): the plan counts those two apart, to say why it asks again. `force` makes every
+applicable VIN due. A "no data" answer (a 404) has its own, shorter window
 (`no_data`, 7 days): the service caches it for about a day and bills no 404. Due VIN lists are
 staged as Parquet so chunk tasks take a path and a slice, not a list.
 """
@@ -31,6 +34,7 @@ from fleet_data.tasks.datasets import (
 )
 from fleet_data.tasks.ingest.markets import in_scope, with_market
 from fleet_data.tasks.ingest.plates import PlatePlan, plan_plates
+from fleet_data.tasks.settings import CLOCK_TOLERANCE
 from fleet_data.tasks.store.database import Database
 from fleet_data.tasks.ingest.vins import vin_order
 
@@ -49,12 +53,14 @@ class DatasetPlan:
     not_applicable: int = 0  # roster VINs outside the dataset's markets: roster = not_applicable + skipped_fresh + due
     pending_due: int = 0  # of `due`: VINs an earlier run left pending (a stop, a budget, faults), fresh or not
     failed_due: int = 0  # of `due`: open failures (worth asking again, fresh or not; else past the window since)
+    answered_before: int | None = None  # of `due`: VINs with an earlier answer, so a change can show (None: not counted)
+    other_service_due: int = 0  # of `due`: VINs whose last answer another service gave (never fresh for this one)
+    future_due: int = 0  # of `due`: VINs whose last answer is dated in the future (a clock that was ahead)
 
     @property
     def unit_cost(self) -> int:
         """Units one due VIN costs: a recall batch bills one per VIN, a per-VIN call what its endpoint bills."""
         return 1 if declaration(self.dataset).batch_endpoint else estimate_units(self.endpoint)
-    answered_before: int | None = None  # of `due`: VINs with an earlier answer, so a change can show (None: not counted)
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         return [(start, min(size, self.due - start)) for start in range(0, self.due, size)]
@@ -67,6 +73,8 @@ class Plan:
     no_data_window: str | None = None  # e.g. "7d", shown with the plan
     plates: PlatePlan | None = None  # plate lookups for rows without a VIN, priced before any is made
     recall_details_waiting: int = 0  # VINs whose recall check counted recalls not yet detailed, not re-checked now
+    service: str | None = None  # the service the plan was made for (connectors/config.py `service_name`)
+    other_services: list[str] = field(default_factory=list)  # the services whose answers it asks again
 
     @property
     def estimated_units(self) -> int:
@@ -103,13 +111,15 @@ class Plan:
     def to_dict(self) -> dict:
         return {"run_id": self.run_id, "datasets": {k: asdict(v) for k, v in self.datasets.items()},
                 "no_data_window": self.no_data_window, "plates": asdict(self.plates) if self.plates else None,
-                "recall_details_waiting": self.recall_details_waiting}
+                "recall_details_waiting": self.recall_details_waiting,
+                "service": self.service, "other_services": self.other_services}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Plan":
         plates = PlatePlan(**data["plates"]) if data.get("plates") else None
         return cls(data["run_id"], {k: DatasetPlan(**v) for k, v in data["datasets"].items()},
-                   data.get("no_data_window"), plates, data.get("recall_details_waiting", 0))
+                   data.get("no_data_window"), plates, data.get("recall_details_waiting", 0), data.get("service"),
+                   data.get("other_services") or [])
 
 
 def declaration(dataset: str) -> Dataset:
@@ -125,11 +135,13 @@ def applicability_table() -> str:
 @dataclass(frozen=True)
 class DueRule:
     """When a VIN is due: with `force`, always; else when its answer is older than its dataset's window in
-    `freshness` (each dataset's declared window by default), as of `now` (the clock by default)."""
+    `freshness` (each dataset's declared window by default), as of `now` (the clock by default), or dated
+    beyond `now` + CLOCK_TOLERANCE, or given by a service other than `service` (None: any service's counts)."""
 
     force: bool = False
     freshness: dict[str, timedelta] | None = None
     now: datetime | None = None
+    service: str | None = None
 
 
 def make_plan(
@@ -165,15 +177,21 @@ def make_plan(
         vehicles, statuses = _read_frame(db, roster, list(datasets))
     unsettled, waiting = _unsettled(db, vehicles.select("vin"), list(datasets))
     plan = Plan(run_id, no_data_window=age_text(windows[NO_DATA]),
-                plates=plan_plates(str(plates_waiting)) if plates_waiting and plates_waiting.exists() else None)
+                plates=plan_plates(str(plates_waiting)) if plates_waiting and plates_waiting.exists() else None,
+                service=rule.service)
     staging_dir.mkdir(parents=True, exist_ok=True)
     staged: list[tuple[pl.DataFrame, str]] = []
+    others: set[str] = set()
     for dataset in datasets:
         scope = in_scope(vehicles, declaration(dataset).markets)
         due = _due(scope, statuses, unsettled, dataset, force=force, fresh_after=now - windows[dataset],
-                   no_data_after=now - min(windows[NO_DATA], windows[dataset]))
+                   no_data_after=now - min(windows[NO_DATA], windows[dataset]), future_after=now + CLOCK_TOLERANCE,
+                   service=rule.service)
+        why = _why_due(due, rule.service, now + CLOCK_TOLERANCE)
+        others |= set(why.pop("services"))
         plan.datasets[dataset] = _dataset_plan(db, dataset, due, (vehicles.height, scope.height), staging_dir, staged,
-                                               mileage=roster is None)
+                                               mileage=roster is None, why=why)
+    plan.other_services = sorted(others)
     if "recalls" in plan.datasets and waiting.height:  # their details are asked whatever the batch finds
         checked = pl.read_parquet(plan.datasets["recalls"].path, columns=["vin"]) if plan.datasets["recalls"].path \
             else pl.DataFrame(schema={"vin": pl.String})
@@ -182,13 +200,14 @@ def make_plan(
 
 
 def _dataset_plan(db: Database, dataset: str, due: pl.DataFrame, sizes: tuple[int, int], staging_dir: Path,
-                  staged: list[tuple[pl.DataFrame, str]], mileage: bool) -> DatasetPlan:
+                  staged: list[tuple[pl.DataFrame, str]], mileage: bool, why: dict) -> DatasetPlan:
     """One dataset's plan from its due rows (`_due`): the list staged, what it costs and why each VIN is due.
-    `sizes`: the roster's and the dataset's scope's; `mileage`: read the valuations' mileage (a landed roster)."""
+    `sizes`: the roster's and the dataset's scope's; `mileage`: read the valuations' mileage (a landed roster);
+    `why`: the counts `_why_due` gives."""
     counts = {"no_data_due": int(due["last_outcome"].eq(NO_DATA).sum()), "pending_due": int(due["pending"].sum()),
               "failed_due": int((due["failed"] & ~due["pending"]).sum()),
-              "answered_before": due.height - due["last_fetched_at"].null_count()}
-    due = due.drop("last_outcome", "pending", "failed")
+              "answered_before": due.height - due["last_fetched_at"].null_count(), **why}
+    due = due.drop("last_outcome", "last_service", "pending", "failed")
     if declaration(dataset).asks_mileage and due.height and mileage:
         due = _valuation_mileage(db, due)
     path = _stage(due, staging_dir / f"due_{dataset}.parquet", staged) if due.height else None
@@ -211,6 +230,17 @@ def _unsettled(db: Database, vins: pl.DataFrame, datasets: list[str]) -> tuple[p
     found = found.group_by("vin", "dataset").agg(pl.col("pending").any(), pl.col("retryable").drop_nulls().first(),
                                                  pl.col("failed_at").drop_nulls().first())
     return found, waiting
+
+
+def _why_due(due: pl.DataFrame, service: str | None, future_after: datetime) -> dict:
+    """Of `due`, the VINs asked again because another service answered last (and which services), or because
+    their last answer is dated in the future: what the plan says besides the windows."""
+    if not due.height:
+        return {"other_service_due": 0, "future_due": 0, "services": []}
+    other = due["last_service"].is_not_null() & (due["last_service"] != service) if service else due["vin"].is_null()
+    future = ~other & (due["last_fetched_at"] > future_after).fill_null(False)
+    return {"other_service_due": int(other.sum()), "future_due": int(future.sum()),
+            "services": due.filter(other)["last_service"].unique().to_list()}
 
 
 def _valuation_mileage(db: Database, due: pl.DataFrame) -> pl.DataFrame:
@@ -256,26 +286,31 @@ def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tupl
     return with_market(frame), statuses
 
 
-DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "condition", "last_fetched_at", "last_outcome", "pending",
-               "failed")
+DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "condition", "last_fetched_at", "last_outcome",
+               "last_service", "pending", "failed")
 
 
 def _due(scope: pl.DataFrame, statuses: pl.DataFrame, unsettled: pl.DataFrame, dataset: str, *, force: bool,
-         fresh_after: datetime, no_data_after: datetime) -> pl.DataFrame:
+         fresh_after: datetime, no_data_after: datetime, future_after: datetime | None = None,
+         service: str | None = None) -> pl.DataFrame:
     """The VINs of `scope` (in its order) due for `dataset`; all of them with `force`. Due: left pending by an
     earlier run, or failed worth asking again (5xx, no answer), fresh or not; else, unless a failure that cannot
     change by asking again (a 4xx) is younger than the dataset's window, an answer missing or stale.
 
-    A "no data" answer (404) is fresh only until `no_data_after`.
+    A "no data" answer (404) is fresh only until `no_data_after`; none is fresh when dated after `future_after`
+    (a clock that was ahead would keep it fresh for as long again), nor when a service other than `service` gave
+    it (NULL, before services were recorded, counts as `service`'s).
     """
     last = (statuses.filter(pl.col("dataset") == dataset)
-            .select("vin", pl.col("fetched_at").alias("last_fetched_at"), pl.col("outcome").alias("last_outcome")))
+            .select("vin", pl.col("fetched_at").alias("last_fetched_at"), pl.col("outcome").alias("last_outcome"),
+                    pl.col("service").alias("last_service")))
     rows = scope.select("vin", "state", "mileage", "mileage_unit", "condition")
     if last.height:
         rows = rows.join(last, on="vin", how="left", maintain_order="left")
     else:  # nothing answered yet (a new fleet): no join to pay
         rows = rows.with_columns(pl.lit(None, statuses.schema["fetched_at"]).alias("last_fetched_at"),
-                                 pl.lit(None, pl.String).alias("last_outcome"))
+                                 pl.lit(None, pl.String).alias("last_outcome"),
+                                 pl.lit(None, pl.String).alias("last_service"))
     open_ = unsettled.filter(pl.col("dataset") == dataset).drop("dataset")
     if open_.height:
         rows = rows.join(open_, on="vin", how="left", maintain_order="left")
@@ -287,6 +322,10 @@ def _due(scope: pl.DataFrame, statuses: pl.DataFrame, unsettled: pl.DataFrame, d
         return rows.select(DUE_COLUMNS)
     window = pl.when(pl.col("last_outcome") == NO_DATA).then(pl.lit(no_data_after)).otherwise(pl.lit(fresh_after))
     stale = pl.col("last_fetched_at").is_null() | (pl.col("last_fetched_at") < window)
+    if future_after is not None:
+        stale = stale | (pl.col("last_fetched_at") > future_after)
+    if service is not None:
+        stale = stale | (pl.col("last_service").is_not_null() & (pl.col("last_service") != service))
     settled_for_now = pl.col("failed") & ~pl.col("retryable").fill_null(True) & (pl.col("failed_at") >= pl.lit(fresh_after))
     retry = pl.col("pending") | (pl.col("failed") & pl.col("retryable").fill_null(True))
     return rows.filter(retry | (stale & ~settled_for_now)).select(DUE_COLUMNS)

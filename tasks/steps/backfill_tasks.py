@@ -34,6 +34,8 @@ from fleet_data.tasks.land.recover import land_journals
 from fleet_data.tasks.land.landing import data_frames, fetch_status_frame
 from fleet_data.tasks.control.logtext import fields
 from fleet_data.tasks.plan.due import ALL_DATASETS
+from fleet_data.tasks.plan.provenance import check_store
+from fleet_data.tasks.settings import service_in_use
 from fleet_data.tasks.steps.refresh_tasks import TASK
 # A backfill's plan lives with the plans (tasks/plan/backfill.py); these names stay importable from here.
 from fleet_data.tasks.plan.backfill import DUE_SCHEMA as DUE_SCHEMA
@@ -67,10 +69,13 @@ def plan_backfill(run_id: str, datasets: list[str], vins: list[str] | None, vins
         if refused:
             raise ValueError("not on the roster and not valid VINs: "
                              + ", ".join(f"{raw!r} ({reason})" for raw, reason in refused))
-    db.start_run("backfill", [], parameters, run_id=run_id, prefect_flow_run_id=flow_run.id)
+    service = service_in_use()
+    check_store(db, current(run_id).db, service, bool(parameters.get("allow_clock_behind")))  # refused: nothing recorded
+    db.start_run("backfill", [], parameters, run_id=run_id, prefect_flow_run_id=flow_run.id, service=service)
     frames = due_frames(db, datasets, vins, failures_of, all_failures)
     plan = plan_from_frames(run_id, frames, datasets, current(run_id).staging.run_dir)
     current(run_id).planned = {name: d.path for name, d in plan.datasets.items()}  # what it leaves pending, at its end
+    plan.service = service
     reporter = progress.current()
     for name, d in plan.datasets.items():
         if d.due:

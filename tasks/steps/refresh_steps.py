@@ -20,9 +20,11 @@ from fleet_data.tasks.outputs.report import write_run_report
 from fleet_data.tasks.outputs.todo import todo_path
 from fleet_data.tasks.outputs.summary import final_status, start_summary
 from fleet_data.tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
+from fleet_data.tasks.plan.provenance import check_store
 from fleet_data.tasks.run.context import RunContext
-from fleet_data.tasks.settings import RefreshOptions
+
 from fleet_data.tasks.land.pending import DETAILS, record_left_pending
+from fleet_data.tasks.settings import RefreshOptions, service_in_use
 from fleet_data.tasks.land.recover import land_journals
 
 RUN_DATASET_COLUMNS = {
@@ -43,9 +45,10 @@ def settle(run: RunContext, fleet: IngestResult, plates: bool) -> tuple[pl.DataF
 def ingest(run: RunContext, fleet: IngestResult, paths: list[str], parameters: dict, plates: bool,
            prefect_flow_run_id: Any = None) -> dict[str, int]:
     """Record the run and land the fleet's roster and rejected rows (plates needing no call settled here)."""
-    db = run.store
+    db, service = run.store, service_in_use()
+    check_store(db, run.db, service, bool(parameters.get("allow_clock_behind")))  # refused: nothing recorded
     db.start_run("refresh", [str(f) for f in fleet.files] or paths, parameters, run_id=run.run_id,
-                 prefect_flow_run_id=prefect_flow_run_id)
+                 prefect_flow_run_id=prefect_flow_run_id, service=service)
     failpoint("ingest")  # crash tests: the run is recorded, its roster not yet landed
     roster, rejected, counts = settle(run, fleet, plates)
     db.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)
@@ -64,7 +67,8 @@ def plan(run: RunContext, datasets: list[str], force: bool, freshness: dict[str,
     area = run.staging
     recovered = land_journals(run.store, area.root, besides=run.run_id, store=area.remote)
     area.remove_leftovers()
-    made = make_plan(run.store, run.run_id, datasets, area.run_dir, rule=DueRule(force, parse_freshness(freshness)),
+    rule = DueRule(force, parse_freshness(freshness), service=service_in_use())  # fresh only from the service called
+    made = make_plan(run.store, run.run_id, datasets, area.run_dir, rule=rule,
                      plates_waiting=area.plates_waiting, roster=roster)
     run.planned = {name: d.path for name, d in made.datasets.items()}
     return made, recovered
@@ -133,7 +137,9 @@ def answer_without_calls(run: RunContext, fleet: IngestResult, paths: list[str],
     made, _ = plan(run, options.datasets, options.force, options.fresh or None, roster=roster)
     if not made.nothing_due:
         return None
-    run.store.start_run("refresh", [str(f) for f in fleet.files] or paths, options.run_parameters(), run_id=run.run_id)
+    # No call: the run records the service its plan found everything fresh for.
+    run.store.start_run("refresh", [str(f) for f in fleet.files] or paths, options.run_parameters(), run_id=run.run_id,
+                        service=service_in_use())
     run.store.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)
     summary = start_summary(run.run_id, counts, made)
     final_status(summary)

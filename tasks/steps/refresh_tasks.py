@@ -29,7 +29,7 @@ from fleet_data.connectors import ServiceAccess, Settings
 
 from fleet_data.tasks.control import progress
 from fleet_data.tasks.run.context import current
-from fleet_data.tasks.settings import RefreshOptions, deadline_settings
+from fleet_data.tasks.settings import RefreshOptions, client_settings, deadline_settings
 from fleet_data.tasks.steps import refresh_steps as steps
 from fleet_data.tasks.outputs.changes import change_message
 from fleet_data.connectors.notify import PostRetries, post_json
@@ -187,7 +187,7 @@ def _calls(run_id: str, concurrency: int, budget_left: int | None, bar: str, set
     run's stops, the budget left, `bar` advanced per answer (a no-op in another process: the flow advances
     it when the staged file lands)."""
     reporter = progress.current()
-    return Calls(settings or Settings.from_env(), concurrency, Budget(budget_left), stops.for_run(run_id),
+    return Calls(settings or client_settings(), concurrency, Budget(budget_left), stops.for_run(run_id),
                  lambda n: reporter.advance(bar, n))
 
 
@@ -206,7 +206,7 @@ class FetchAccess(BaseModel):
     @classmethod
     def of_this_process(cls, staging: str, retry_window: float | None) -> "FetchAccess":
         """The flow's own settings: its environment's service (the sandbox's, a Secret block's key), its storage."""
-        return cls(staging=staging, service=ServiceAccess.of(Settings.from_env()), storage=storage_access(staging),
+        return cls(staging=staging, service=ServiceAccess.of(client_settings()), storage=storage_access(staging),
                    retry_window=retry_window)
 
 
@@ -363,7 +363,7 @@ def notify_changes(run_id: str, url: str, kind: str = "refresh") -> dict[str, An
     deadlines = deadline_settings()
     retries = PostRetries(attempt_seconds=deadlines.notify_attempt_seconds, total_seconds=deadlines.notify_seconds)
     delivery = post_json(url, message, idempotency_key=f"fleet-changes-{run_id}", retries=retries,
-                         secrets=(Settings.from_env().api_key or "",), stop=lambda: cancelled(run_id))
+                         secrets=(client_settings().api_key or "",), stop=lambda: cancelled(run_id))
     logger = get_run_logger()
     if delivery.sent:  # the target is scheme://host only: a webhook's path is often its credential
         logger.info("posted %d changes to %s", message["total"], delivery.target)

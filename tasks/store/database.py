@@ -199,6 +199,7 @@ class Database:
         self._users = 1
         self._columns: dict[str, list[str]] = {}
         self._incoming: dict[str, str] = {}
+        self._provenance: dict[str, tuple[int, str | None]] = {}  # run_id -> (run_seq, service), for `_stamped`
         self.full_disk: Callable[[BaseException], bool] | None = None  # set by the run holding the store
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -398,10 +399,13 @@ class Database:
         run_id: str | None = None,
         started_at: datetime | None = None,
         prefect_flow_run_id: str | None = None,
+        service: str | None = None,
     ) -> str:
         """Record a run as `running` and return its id (starting an existing id again changes nothing).
 
-        `prefect_flow_run_id`: the Prefect flow run executing it, when there is one (flows/naming.py).
+        `prefect_flow_run_id`: the Prefect flow run executing it, when there is one (flows/naming.py). `service`:
+        the service it calls (connectors/config.py `service_name`), which every row it lands carries; its
+        `run_seq` is the next in this database, whatever the clock says.
         """
         run_id = run_id or new_run_id()
         self.execute(
@@ -412,7 +416,9 @@ class Database:
             parameters=json.dumps(parameters or {}, default=str),
             started_at=started_at or datetime.now(timezone.utc),
             prefect_flow_run_id=prefect_flow_run_id,
+            service=service,
         )
+        self._provenance.pop(run_id, None)
         return run_id
 
     def finish_run(
@@ -506,8 +512,17 @@ class Database:
             raise DatabaseError(f"{table} has no column(s) {', '.join(unknown)}")
         return chunk
 
+    def run_provenance(self, run_id: str) -> tuple[int, str | None]:
+        """(run_seq, service) of run `run_id`: what each row it lands carries; (0, None) for a run not held."""
+        if run_id not in self._provenance:
+            row = self.query("run_provenance", run_id=run_id).row(0)
+            if not row[0]:
+                return 0, None  # not started (yet): asked again next time
+            self._provenance[run_id] = (int(row[0]), row[1])
+        return self._provenance[run_id]
+
     def _land_into(self, con: Any, table: str, chunk: pa.Table, run_id: str, stamp: datetime) -> None:
-        chunk = _stamped(chunk, run_id, stamp)
+        chunk = _stamped(chunk, run_id, stamp, self.run_provenance(run_id), self.columns(table))
         dataset = LANDING_TABLES[table]
         con.register("chunk", chunk)
         try:
@@ -570,12 +585,21 @@ class Database:
 _UTC = pa.timestamp("us", tz="UTC")
 
 
-def _stamped(chunk: pa.Table, run_id: str, stamp: datetime) -> pa.Table:
-    """`chunk` with `run_id` on every row, and `fetched_at` (`stamp` where a row has none)."""
+def _stamped(chunk: pa.Table, run_id: str, stamp: datetime, provenance: tuple[int, str | None] = (0, None),
+             columns: list[str] | None = None) -> pa.Table:
+    """`chunk` with `run_id` on every row, and `fetched_at` (`stamp` where a row has none); where the table has
+    them, the run's `run_seq` and `service` (`provenance`): a row says which run, in which order, from which service."""
     rows = chunk.num_rows
-    run = pa.repeat(pa.scalar(run_id, pa.string()), rows)
     names = chunk.column_names
-    chunk = chunk.set_column(names.index("run_id"), "run_id", run) if "run_id" in names else chunk.append_column("run_id", run)
+    run_seq, service = provenance
+    stamps = {"run_id": pa.scalar(run_id, pa.string()), "run_seq": pa.scalar(run_seq, pa.int64()),
+              "service": pa.scalar(service, pa.string())}
+    for name, value in stamps.items():
+        if name != "run_id" and name not in (columns or ()):
+            continue
+        column = pa.repeat(value, rows)
+        chunk = chunk.set_column(names.index(name), name, column) if name in names else chunk.append_column(name, column)
+        names = chunk.column_names
     if "fetched_at" not in names:
         chunk = chunk.append_column("fetched_at", pa.repeat(pa.scalar(stamp, _UTC), rows))
     return chunk

@@ -212,10 +212,12 @@ def test_reparse_dates_an_answer_received_again_at_its_latest_fetch(backfilled, 
     later = datetime.now(timezone.utc) + timedelta(hours=1)
     with open_database(fleet["db"]) as db:
         vin = db.sql("SELECT vin FROM raw_responses WHERE dataset = 'history' ORDER BY vin LIMIT 1").item()
-        db.sql("UPDATE fetch_status SET fetched_at = $t, run_id = 'run-later' WHERE vin = $v AND dataset = 'history'",
-               {"t": later, "v": vin})
-        db.sql("UPDATE history_reports SET fetched_at = $t, run_id = 'run-later', vin_changed = NULL WHERE vin = $v",
-               {"t": later, "v": vin})
+        db.start_run("refresh", [], {}, run_id="run-later", started_at=later)  # the later run that received it again
+        seq = db.sql("SELECT run_seq FROM runs WHERE run_id = 'run-later'").item()
+        db.sql("UPDATE fetch_status SET fetched_at = $t, run_id = 'run-later', run_seq = $s "
+               "WHERE vin = $v AND dataset = 'history'", {"t": later, "v": vin, "s": seq})
+        db.sql("UPDATE history_reports SET fetched_at = $t, run_id = 'run-later', run_seq = $s, vin_changed = NULL "
+               "WHERE vin = $v", {"t": later, "v": vin, "s": seq})
     backfill.reparse_raw_responses(fleet["db"], ["history"])
     with open_database(fleet["db"]) as db:
         row = db.sql("SELECT vin_changed, run_id, fetched_at FROM history_reports WHERE vin = $v", {"v": vin}).row(0)

@@ -144,6 +144,21 @@ def test_the_key_from_dotenv_alone_reaches_the_public_service(clean):
     assert (settings.api_key, settings.base_url) == ("from_dotenv", DEFAULT_BASE_URL)
 
 
+def test_the_dotenv_beside_the_project_file_is_read_and_the_current_folders_wins(clean, monkeypatch):
+    """Two folders below the `fleet.toml` in use (issue 26: its .env was read only from the current folder)."""
+    from fleet_data.tasks.settings import client_settings, service_in_use, service_settings
+
+    write(clean / "fleet.toml", 'db = "data/fleet.duckdb"\n')
+    write(clean / ".env", "VDS_API_KEY=beside_the_project\nVDS_BASE_URL=http://127.0.0.1:9100\n")
+    settings = client_settings()
+    assert (settings.api_key, settings.base_url) == ("beside_the_project", "http://127.0.0.1:9100")
+    assert service_in_use() == "http://127.0.0.1:9100" and service_settings().api_key == "beside_the_project"
+    write(clean / "sub" / "deeper" / ".env", "VDS_API_KEY=here\n")  # nearer: wins, key by key
+    assert (client_settings().api_key, client_settings().base_url) == ("here", "http://127.0.0.1:9100")
+    monkeypatch.setenv("VDS_API_KEY", "from_the_environment")  # the environment beats both
+    assert client_settings().api_key == "from_the_environment"
+
+
 def test_no_key_and_no_url_means_the_sandbox(clean, capsys):
     from fleet_data.flows.target import service_settings
 

@@ -44,6 +44,7 @@ SAMPLES = {
     "recall_details": ("model", "model", "model"),
     "plates": ("false", False, False),
     "retry_window": ("2m", "2m", 120.0),
+    "allow_clock_behind": ("yes", True, True),
 }
 
 

@@ -282,3 +282,35 @@ def test_a_database_published_before_vin_status_is_one_clear_line(tmp_path, caps
     assert main(["status", "--db", str(path)]) == 2
     err = capsys.readouterr().err
     assert "earlier version" in err and "fleet refresh" in err and len(err.strip().splitlines()) == 1
+
+
+def test_status_counts_the_units_of_a_run_whose_clock_was_behind_and_says_where_the_data_came_from(tmp_path, capsys):
+    """A forced refresh on a machine whose clock said 2020, after this month's run: its calls are dated 2020, yet it
+    came after this month's run, so its units are this month's (issue 26: they were missed)."""
+    path = str(tmp_path / "fleet.duckdb")
+    now = max(datetime.now(timezone.utc), month_start() + timedelta(minutes=10))
+    behind = datetime(2020, 6, 1, 12, tzinfo=timezone.utc)
+    roster = read_fleet([str(ROOT / "data" / "sample_fleet.csv")]).roster.head(3)
+    with open_database(path) as db:
+        db.start_run("refresh", [], run_id="real", started_at=now - timedelta(minutes=5), service="https://api.carsxe.com")
+        db.land_chunk({"vehicles": roster}, "real")
+        db.land("api_calls", _calls([("/specs", 200, 1)] * 3, now - timedelta(minutes=4)), "real")
+        db.start_run("refresh", [], run_id="behind", started_at=behind, service="embedded sandbox")
+        db.land("api_calls", _calls([("/specs", 200, 1)] * 2, behind), "behind")
+        vins = roster["vin"].to_list()
+        db.land("fetch_status", _answered([(v, "specs", "found") for v in vins[:2]], behind), "behind")
+        db.land("fetch_status", _answered([(vins[2], "specs", "found")], now + timedelta(days=400)), "real")
+    publish(path)
+
+    assert main(["status", "--db", path, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["units_this_month_total"] == 5  # before: 3, the 2020 run's 2 missed
+    assert [(r["run_id"], r["service"]) for r in status["runs"]] == [("behind", "embedded sandbox"),
+                                                                      ("real", "https://api.carsxe.com")]
+    assert [r["run_id"] for r in status["runs_with_clock_behind"]] == ["behind"]
+    assert [(r["service"], r["answers"], r["dated_in_the_future"]) for r in status["services"]] == [
+        ("embedded sandbox", 2, 0), ("https://api.carsxe.com", 1, 1)]
+    assert main(["status", "--db", path]) == 0
+    out = capsys.readouterr().out
+    assert "Data from: the embedded sandbox (made-up answers): 2 answers on 2 vehicles (specs); " in out
+    assert "Dated in the future: 1 answers" in out and "Clock behind: run behind started 2020-06-01 12:00Z" in out

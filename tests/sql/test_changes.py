@@ -200,7 +200,8 @@ def test_new_and_closed_recall_campaigns_park_it_first(db):
 def test_landing_the_same_answers_again_records_nothing_twice(db):
     """A journal replayed after a crash lands a chunk again, under its run: no change is doubled."""
     lien = {"event": "Lien", "location": "TX", "details_list": ["Date: 2024-01-02"]}
-    for run, at in (("r1", T0), ("r2", T1)):
+    # r0 started first: its answers landing late (a journal of a killed run) are older than r1's and r2's.
+    for run, at in (("r0", T0 - timedelta(days=30)), ("r1", T0), ("r2", T1)):
         start(db, run, at)
     firsts = {d: payload(d) for d in ("specs", "market_value", "history", "lien_theft")}
     firsts["lien_theft"]["events"] = [lien]
@@ -230,7 +231,6 @@ def test_landing_the_same_answers_again_records_nothing_twice(db):
     assert changes(db, "r2") == expected
 
     # An older answer landing late (a replay, a re-parse) is not the newest: it changes nothing.
-    start(db, "r0", T0 - timedelta(days=30))
     for dataset, body in firsts.items():
         land(db, "r0", dataset, {VIN: body}, T0 - timedelta(days=30))
     assert changes(db, "r0") == [] and changes(db, "r2") == expected

@@ -365,7 +365,7 @@ def test_planning_queries(db):
 
     def due(force=False, no_data_after=None):
         return db.query("due_vins", run_id="r1", dataset="recalls", force=force, fresh_after=T1,
-                        no_data_after=no_data_after)["vin"].to_list()
+                        no_data_after=no_data_after, future_after=None, service=None)["vin"].to_list()
 
     assert due() == vins  # never answered
     answered = [{"vin": vins[0], "dataset": "recalls", "outcome": "found", "fetched_at": T2},
@@ -375,7 +375,8 @@ def test_planning_queries(db):
     assert due() == vins[2:]  # a stable "no data" is fresh too; an answer older than the window is not
     assert due(no_data_after=utc(2026, 3, 6)) == sorted(vins[1:])  # ...until its own, shorter window ends
     assert due(force=True) == vins
-    other_dataset = db.query("due_vins", run_id="r1", dataset="specs", force=False, fresh_after=T1, no_data_after=T1)
+    other_dataset = db.query("due_vins", run_id="r1", dataset="specs", force=False, fresh_after=T1, no_data_after=T1,
+                             future_after=None, service=None)
     assert other_dataset["vin"].to_list() == vins
 
 

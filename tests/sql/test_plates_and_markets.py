@@ -35,12 +35,13 @@ def test_plate_resolutions_keep_every_lookup_and_landing_twice_changes_nothing(d
     later = db.start_run(started_at=T1)
     db.land("plate_resolutions", lookups.head(1).with_columns(pl.lit(T1).alias("fetched_at")), later)
     assert db.sql("SELECT count(*) FROM plate_resolutions WHERE plate = 'ABC123'").item() == 2  # a history
-    fresh = db.query("fresh_plate_resolutions", found_after=T0, not_found_after=T0)
+    fresh = db.query("fresh_plate_resolutions", found_after=T0, not_found_after=T0, future_after=None, service=None)
     assert sorted(fresh.select("plate", "state", "country", "vin", "outcome").rows(), key=str) == sorted(
         [("ABC123", "TX", "US", V1, "found"), ("GB12XYZ", None, "GB", V2, "found"),
          ("NOPE1", "ON", "CA", None, "not_found")], key=str)  # the latest lookup of each plate
     # "Not found" has its own, shorter window: past it the plate is asked again.
-    later_only = db.query("fresh_plate_resolutions", found_after=T1, not_found_after=T1)
+    later_only = db.query("fresh_plate_resolutions", found_after=T1, not_found_after=T1, future_after=None,
+                          service=None)
     assert later_only.select("plate", "outcome").rows() == [("ABC123", "found")]
     assert "plate_resolutions" in EXPORT_TABLES
 

@@ -51,13 +51,15 @@ def test_the_same_answers_again_move_only_the_receipt(db, dataset):
     again = rows(db, table)
     assert again.keys() == first.keys() and first
     for vin, row in again.items():
-        assert (row["run_id"], row["fetched_at"]) == ("r2", T0 + timedelta(minutes=5))
-        unchanged = {k: v for k, v in row.items() if k not in ("run_id", "fetched_at")}
-        assert unchanged == {k: v for k, v in first[vin].items() if k not in ("run_id", "fetched_at")}
+        assert (row["run_id"], row["fetched_at"], row["run_seq"]) == ("r2", T0 + timedelta(minutes=5), 2)
+        receipt = ("run_id", "fetched_at", "run_seq")  # which run, when, in which order
+        unchanged = {k: v for k, v in row.items() if k not in receipt}
+        assert unchanged == {k: v for k, v in first[vin].items() if k not in receipt}
 
 
 def test_a_changed_answer_still_replaces_and_an_older_one_does_not(db):
     bodies = {vin: body("specs", vin) for vin in VINS}
+    db.start_run("refresh", [], {}, run_id="r0", started_at=T0 - timedelta(minutes=5))  # the run before r1
     land(db, "r1", "specs", bodies, T0)
     changed = copy.deepcopy(bodies)
     changed[VINS[0]]["attributes"]["trim"] = "Changed trim"

@@ -121,3 +121,15 @@ def test_no_change_is_said_only_where_a_change_could_have_shown():
     assert run_change_lines(summary(40, 0)) == [FIRST_ANSWERS]  # a first run: nothing to compare with
     assert run_change_lines(summary(40, 3)) == [NO_CHANGE]
     assert run_change_lines(summary(40, None)) == [NO_CHANGE]  # not counted (a backfill): the plain words
+
+
+def test_the_summary_says_which_service_answered_and_why_fresh_answers_were_asked_again():
+    summary = {"run_id": "r", "status": "completed", "ingest": {}, "estimated_units": 3, "units": 3, "calls": 3,
+               "service": "embedded sandbox",
+               "datasets": {"specs": {"other_service": 2, "future_dated": 0, "stop_reason": None},
+                            "history": {"other_service": 0, "future_dated": 1, "stop_reason": None}}}
+    assert headline(summary).startswith("run r: completed (answers from the embedded sandbox: made up, for trying the tool)")
+    assert notes(summary) == ["asked again, though within their freshness windows: 2 specs answers of another service, "
+                              "1 history answers dated in the future (never fresh)"]
+    summary["service"] = "https://api.carsxe.com"
+    assert headline(summary).startswith("run r: completed (answers from https://api.carsxe.com)")

@@ -72,7 +72,7 @@ def test_valuations_are_asked_with_the_files_inputs(tmp_path, store, sandbox, se
     fleet = read_fleet(write(tmp_path, text))
     store.land("vehicles", fleet.roster, "r1")
     rows = store.query("due_vins", run_id="r1", dataset="market_value", force=True, fresh_after=None,
-                       no_data_after=None).to_dicts()
+                       no_data_after=None, future_after=None, service=None).to_dicts()
     result = asyncio.run(fetch_chunk("market_value", rows, calls=Calls(settings=settings())))
     assert len(result.found) == 5
     land_enrichment(store, "r1", result)
