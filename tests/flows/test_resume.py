@@ -71,14 +71,16 @@ RUN_OPTIONS = dict(lake=None, chunk_size=8, concurrency=2)
 SEED = int(os.environ.get("FLEET_CRASH_SEED") or random.SystemRandom().randrange(1, 1_000_000))
 REPLAY = f"random kill point of seed {SEED}: replay with FLEET_CRASH_SEED={SEED}"
 
-# What must end identical, whatever the interruption: everything but run ids (and their place, run_seq) and times.
+# What must end identical, whatever the interruption: everything but run ids (and their place, run_seq), times and
+# the service (each sandbox of the test answers on a port of its own).
 COMPARE = {
     "vehicles": "SELECT vin, unit_number, plate, state, mileage FROM vehicles",
-    "specs": "SELECT * EXCLUDE (run_id, run_seq, fetched_at) FROM specs",
-    "market_values": "SELECT * EXCLUDE (run_id, run_seq, fetched_at) FROM market_values",
-    "history_reports": "SELECT * EXCLUDE (run_id, run_seq, fetched_at) FROM history_reports",
-    "lien_theft_events": "SELECT * EXCLUDE (run_id, run_seq, fetched_at) FROM lien_theft_events",
-    "recalls": "SELECT * EXCLUDE (run_id, run_seq, fetched_at, first_seen_at, first_seen_run_id, last_seen_at) FROM recalls",
+    "specs": "SELECT * EXCLUDE (run_id, run_seq, service, fetched_at) FROM specs",
+    "market_values": "SELECT * EXCLUDE (run_id, run_seq, service, fetched_at) FROM market_values",
+    "history_reports": "SELECT * EXCLUDE (run_id, run_seq, service, fetched_at) FROM history_reports",
+    "lien_theft_events": "SELECT * EXCLUDE (run_id, run_seq, service, fetched_at) FROM lien_theft_events",
+    "recalls": "SELECT * EXCLUDE (run_id, run_seq, service, fetched_at, first_seen_at, first_seen_run_id, last_seen_at) "
+               "FROM recalls",
     "batch_checks": "SELECT vin, has_recalls, recall_count FROM recall_checks WHERE checked_via = 'batch'",
     "fetch_status": "SELECT vin, dataset, outcome FROM fetch_status",
     "failures": "SELECT vin, dataset FROM failures WHERE resolved_at IS NULL",

@@ -57,7 +57,7 @@ def test_an_answer_is_fresh_only_for_its_service_and_not_when_dated_ahead(held, 
     assert plan.service == REAL and plan.other_services == [EMBEDDED_SANDBOX]
     text = plan_text(plan)
     assert text.startswith(f"Plan: 3 units from {REAL}")
-    assert "(1 from another service)  (1 dated in the future)" in text
+    assert "(1 from another service, 1 dated in the future)" in text
     assert f"another service: 1 answers from {EMBEDDED_SANDBOX} are never fresh for {REAL}: asked again" in text
     assert "dated in the future: 1 answers dated more than 5 minutes ahead of this clock" in text
 
