@@ -6,8 +6,11 @@ ON t.vin = s.vin AND t.run_id = s.run_id AND t.checked_via = s.checked_via
 WHEN MATCHED THEN UPDATE
 WHEN NOT MATCHED THEN INSERT BY NAME;
 
--- A check that listed every open campaign closes the campaigns it no longer lists.
+-- A check that listed every open campaign closes the campaigns it no longer lists; a model's list (`model`)
+-- closes only campaigns it made likely, never one an answer for the VIN confirmed (sql/landing/recalls.sql).
 UPDATE recalls AS r
-SET closed_at = c.fetched_at
-FROM (SELECT vin, max(fetched_at) AS fetched_at FROM incoming WHERE campaigns_listed GROUP BY vin) AS c
-WHERE r.vin = c.vin AND r.closed_at IS NULL AND r.last_seen_at < c.fetched_at;
+SET closed_at = CASE WHEN r.matched_by = 'model' THEN c.listed_at ELSE c.vin_listed_at END
+FROM (SELECT vin, max(fetched_at) AS listed_at, max(fetched_at) FILTER (WHERE checked_via <> 'model') AS vin_listed_at
+      FROM incoming WHERE campaigns_listed GROUP BY vin) AS c
+WHERE r.vin = c.vin AND r.closed_at IS NULL
+  AND r.last_seen_at < CASE WHEN r.matched_by = 'model' THEN c.listed_at ELSE c.vin_listed_at END;

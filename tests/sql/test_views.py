@@ -107,6 +107,22 @@ def test_open_recalls(fleet):
     assert out.rows() == [(V1, "U1", "North", "Honda", "24V001", "AIR BAGS")]
 
 
+def test_open_recalls_say_whether_a_remedy_is_available_and_carry_the_notes(db):
+    remedies = {
+        "24V001000": ("Dealers will replace the air bag inflator, free of charge.", True),
+        "24V002000": ("The remedy is currently under development. Owners will be notified when it is available.", False),
+        "24V003000": ("Remedy not yet available.", False),
+        "24V004000": ("Interim notification letters will be mailed; a second notice once parts are available.", False),
+        "24V005000": (None, None),
+    }
+    db.land("recalls", pl.DataFrame([{"vin": V1, "nhtsa_campaign_number": c, "remedy": text,
+                                      "notes": "Call the hotline." if c.endswith("1000") else None, "fetched_at": T0}
+                                     for c, (text, _) in remedies.items()], schema_overrides={"remedy": pl.String}), "r1")
+    rows = db.sql("SELECT nhtsa_campaign_number, remedy_available, notes FROM open_recalls ORDER BY 1").rows()
+    assert rows == [(c, available, "Call the hotline." if c.endswith("1000") else None)
+                    for c, (_, available) in remedies.items()]
+
+
 def test_fleet_value_by_model(fleet):
     out = fleet.sql(
         "SELECT make, model, model_year, vehicles, total_retail, average_trade_in FROM fleet_value_by_model ORDER BY make"
