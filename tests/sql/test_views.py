@@ -1,6 +1,6 @@
 """The analyst views on a small hand-made fleet: rows in, rows out."""
 
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import polars as pl
 import pytest
@@ -161,3 +161,35 @@ def test_views_are_documented(db):
             if line.startswith("CREATE TABLE "):
                 name = line.split()[2]
                 assert f"`{name}`" in readme, name
+
+
+def test_value_history_is_kept_as_observed_and_a_drop_shows_as_such(db):
+    """Issue 26: each answer restates the six months before it on its own scale; a 30% drop rescaled the past."""
+    from fleet_data.connectors import models as m
+    from fleet_data.connectors.sandbox import valuation
+    from fleet_data.tasks.land.landing import land_enrichment
+    from fleet_data.tasks.staging.chunk import ChunkResult
+
+    now = datetime.now(timezone.utc)
+    asked = {"state": "TX", "mileage": 40000, "mileage_unit": "mi", "condition": "clean", "mileage_source": "fleet_file"}
+    db.land("vehicles", pl.DataFrame({"vin": [V1], "unit_number": ["U1"]}), "r1")
+    for run, factor, at in (("r1", 1.0, now - timedelta(hours=2)), ("r2", 0.7, now)):
+        body = valuation.market_value_v2(V1, "TX", 40000, "clean", factor)
+        answer = m.MarketValue.from_payload({"success": True, **body})
+        land_enrichment(db, run, ChunkResult("market_value", found=[(V1, answer, at)], requests={V1: asked}))
+    first, second = (valuation.market_value_v2(V1, "TX", 40000, "clean", f) for f in (1.0, 0.7))
+    # Both answers' months are kept, each with when it was observed.
+    assert db.sql("SELECT count(*), count(DISTINCT month), count(DISTINCT fetched_at) FROM trade_in_history").row(0) == (
+        12, 6, 2)
+    oldest = first["trade_in_values"][0]
+    month = date.fromisoformat(oldest["date"][:10])
+    row = db.sql("SELECT trade_in, latest_trade_in, observations, first_run_id FROM trade_in_by_month "
+                 "WHERE vin = $v AND month = $m", {"v": V1, "m": month}).row(0)
+    assert row == (float(oldest["value"]), float(second["trade_in_values"][0]["value"]), 2, "r1")
+    # Over six months, as first observed: the drop the service reports, not the past rescaled by the latest answer.
+    change = db.sql("SELECT trade_in_then, trade_in_now, change_pct, same_request FROM vehicle_value_change "
+                    "WHERE vin = $v AND months = 6", {"v": V1}).row(0)
+    assert change[:2] == (float(oldest["value"]), float(second["trade_in"]))
+    assert float(change[2]) == pytest.approx(100 * (0.7 / 1.06 - 1), abs=0.5) and change[3] is True
+    rescaled = 100 * (second["trade_in"] / float(second["trade_in_values"][0]["value"]) - 1)
+    assert rescaled == pytest.approx(-5.7, abs=0.3)  # what a history overwritten by the latest answer said
