@@ -41,7 +41,8 @@ from prefect.futures import PrefectFuture
 
 from fleet_data.tasks.control import progress
 from fleet_data.tasks.steps.refresh_tasks import FetchAccess, fetch_staged_chunk, land_staged_chunk
-from fleet_data.tasks.plan.due import read_slice
+from fleet_data.tasks.plan.due import due_rows
+from fleet_data.tasks.run.context import current
 from fleet_data.tasks.staging.area import StagingArea, is_remote, reach
 
 
@@ -92,7 +93,8 @@ class Fetchers:
     def submit(self, dataset: str, due_path: str | None, offset: int, length: int, concurrency: int,
                budget: int | None) -> PrefectFuture:
         assert due_path is not None  # only a dataset with something due has chunks
-        parameters = dict(run_id=self.run_id, dataset=dataset, rows=read_slice(due_path, offset, length), offset=offset,
+        rows = due_rows(current(self.run_id).store, dataset, due_path, offset, length)  # read as the chunk starts
+        parameters = dict(run_id=self.run_id, dataset=dataset, rows=rows, offset=offset,
                           length=length, concurrency=concurrency, budget_left=budget, access=self._access)
         if self._runner is None:
             return fetch_staged_chunk.submit(**parameters)  # type: ignore[call-overload]

@@ -47,6 +47,10 @@ class DatasetPlan:
     path: str | None  # staged due VINs (Parquet), None when nothing is due
     no_data_due: int = 0  # of `due`: VINs whose last answer was "no data", asked again after its window
     not_applicable: int = 0  # roster VINs outside the dataset's markets: roster = not_applicable + skipped_fresh + due
+    # Of `due`, valuations of Canadian vehicles whose mileage has no unit the file says (asked without it), and
+    # the first UNIT_UNKNOWN_NAMED of their VINs: the summary counts and names them.
+    unit_unknown: int = 0
+    unit_unknown_vins: list[str] = field(default_factory=list)
 
     def chunks(self, size: int) -> list[tuple[int, int]]:
         return [(start, min(size, self.due - start)) for start in range(0, self.due, size)]
@@ -153,6 +157,7 @@ def make_plan(
         due = due.drop("last_outcome")
         if declaration(dataset).asks_mileage and due.height and roster is None:
             due = _valuation_mileage(db, due)
+        no_unit = due.filter(_unit_unknown())["vin"] if declaration(dataset).asks_mileage else pl.Series([], dtype=pl.String)
         path = None
         if due.height:
             path = _stage(due, staging_dir / f"due_{dataset}.parquet", staged)
@@ -160,8 +165,36 @@ def make_plan(
         endpoint = declared.batch_endpoint or declared.endpoint
         units = due.height if declared.batch_endpoint else due.height * estimate_units(endpoint)
         plan.datasets[dataset] = DatasetPlan(dataset, endpoint, listed, due.height, scope.height - due.height, units,
-                                             path, no_data_due, not_applicable=listed - scope.height)
+                                             path, no_data_due, not_applicable=listed - scope.height,
+                                             unit_unknown=no_unit.len(),
+                                             unit_unknown_vins=no_unit.head(UNIT_UNKNOWN_NAMED).to_list())
     return plan
+
+
+UNIT_UNKNOWN_NAMED = 20  # VINs the summary names of those whose mileage unit cannot be known
+
+
+def _unit_unknown() -> pl.Expr:
+    """Due rows whose mileage unit cannot be known (tasks/datasets.py `mileage_unit_unknown`, as an expression)."""
+    return pl.col("mileage").is_not_null() & pl.col("mileage_unit").is_null() & pl.col("market").eq("CA").fill_null(False)
+
+
+def due_rows(db: Database | None, dataset: str, path: str, offset: int = 0, length: int | None = None) -> list[dict]:
+    """The rows of one chunk of a staged due list, as its fetch asks with them now.
+
+    A dataset asking a mileage (valuations) reads it again from the store when its chunk starts (view
+    `vehicle_mileage`): the history reports the run landed before it (flows/refresh.py fetches history
+    first) count, so a vehicle's first valuation already asks with its best mileage. `db`: the run's store
+    (None: the rows as planned).
+    """
+    declared = REGISTRY.get(dataset) or next((d for d in REGISTRY.values() if d.fetched_as == dataset), None)
+    if db is None or declared is None or not declared.asks_mileage:
+        return read_slice(path, offset, length)
+    rows = pl.scan_parquet(path).slice(offset, length).collect()
+    if not rows.height:
+        return []
+    now = db.query("roster_rows_for_vins", vins=rows["vin"].to_list()).select("vin", *MILEAGE_COLUMNS)
+    return _with_mileage(rows, now).to_dicts()
 
 
 def _valuation_mileage(db: Database, due: pl.DataFrame) -> pl.DataFrame:
@@ -172,10 +205,17 @@ def _valuation_mileage(db: Database, due: pl.DataFrame) -> pl.DataFrame:
         chosen = db.query("plan_valuation_mileage")
     finally:
         db.connection.unregister("plan_mileage_vins")
-    chosen = chosen.with_columns(pl.col("mileage").cast(due.schema["mileage"]),
-                                 pl.col("mileage_unit").cast(due.schema["mileage_unit"]))
-    return (due.drop("mileage", "mileage_unit").join(chosen, on="vin", how="left", maintain_order="left")
+    return _with_mileage(due, chosen)
+
+
+def _with_mileage(due: pl.DataFrame, chosen: pl.DataFrame) -> pl.DataFrame:
+    """`due` with the mileage columns of `chosen` (vin and MILEAGE_COLUMNS), in `due`'s order and types."""
+    chosen = chosen.with_columns(pl.col(c).cast(due.schema[c]) for c in MILEAGE_COLUMNS)
+    return (due.drop(*MILEAGE_COLUMNS).join(chosen, on="vin", how="left", maintain_order="left")
             .select(due.columns))
+
+
+MILEAGE_COLUMNS = ("mileage", "mileage_unit", "mileage_source")
 
 
 def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -207,7 +247,9 @@ def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tupl
     return with_market(frame), statuses
 
 
-DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "condition", "last_fetched_at", "last_outcome")
+# What a due row carries: what a request is shaped by (the valuation's: tasks/datasets.py `valuation_request`).
+DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "mileage_source", "condition", "market", "last_fetched_at",
+               "last_outcome")
 
 
 def _due(scope: pl.DataFrame, statuses: pl.DataFrame, dataset: str, *, force: bool, fresh_after: datetime,
@@ -218,7 +260,9 @@ def _due(scope: pl.DataFrame, statuses: pl.DataFrame, dataset: str, *, force: bo
     """
     last = (statuses.filter(pl.col("dataset") == dataset)
             .select("vin", pl.col("fetched_at").alias("last_fetched_at"), pl.col("outcome").alias("last_outcome")))
-    rows = scope.select("vin", "state", "mileage", "mileage_unit", "condition")
+    rows = scope.select("vin", "state", "mileage", "mileage_unit",
+                        pl.when(pl.col("mileage").is_not_null()).then(pl.lit("fleet_file")).alias("mileage_source"),
+                        "condition", "market")
     if last.height:
         rows = rows.join(last, on="vin", how="left", maintain_order="left")
     else:  # nothing answered yet (a new fleet): no join to pay
@@ -240,7 +284,8 @@ def _stage(due: pl.DataFrame, path: Path, staged: list[tuple[pl.DataFrame, str]]
         # one carries the valuation's mileage (`_valuation_mileage`).
         if (earlier.height == due.height and never_answered and earlier["last_fetched_at"].null_count() == due.height
                 and earlier["vin"].equals(due["vin"]) and earlier["mileage"].equals(due["mileage"])
-                and earlier["mileage_unit"].equals(due["mileage_unit"])):
+                and earlier["mileage_unit"].equals(due["mileage_unit"])
+                and earlier["mileage_source"].equals(due["mileage_source"])):
             return earlier_path
     due.write_parquet(path, compression="uncompressed")
     staged.append((due, str(path)))

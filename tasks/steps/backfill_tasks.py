@@ -37,6 +37,7 @@ from fleet_data.tasks.control.logtext import fields
 from fleet_data.tasks.plan.due import ALL_DATASETS, DatasetPlan, Plan
 from fleet_data.tasks.steps.refresh_tasks import TASK
 from fleet_data.tasks.store.database import Database
+from fleet_data.tasks.ingest.markets import with_market
 from fleet_data.tasks.ingest.vins import normalise_vin, reject_reason
 
 # Recalls are backfilled per VIN (`/v1/recalls`, 1 unit, campaigns listed): a batch is for whole fleets.
@@ -45,7 +46,8 @@ FETCHED_AS: Mapping[str, str] = Live(lambda: {n: d.fetched_as for n, d in REGIST
 # The model each dataset's stored answers are parsed with (as the client does when fetching): its endpoint's.
 MODELS: Mapping[str, type[m.Result]] = Live(lambda: {n: model for n, d in REGISTRY.items()
                                                      if (model := ENDPOINTS[d.endpoint].model) is not None})
-DUE_SCHEMA = {"vin": pl.String, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String, "condition": pl.String}
+DUE_SCHEMA = {"vin": pl.String, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String,
+              "mileage_source": pl.String, "condition": pl.String, "market": pl.String}
 
 
 # -- choosing VINs ------------------------------------------------------------------------------
@@ -100,8 +102,9 @@ def due_frames(db: Database, datasets: list[str], vins: list[str] | None, failur
     else:
         raise ValueError("choose VINs: give VINs, a file of VINs, a run whose failures to fetch again, or all failures")
     every = sorted({v for frame in wanted.values() for v in frame["vin"].to_list()})
-    roster = db.query("roster_rows_for_vins", vins=every) if every else pl.DataFrame(schema=DUE_SCHEMA)
-    roster = roster.with_columns(pl.col("mileage").cast(pl.Int64))
+    roster = (db.query("roster_rows_for_vins", vins=every) if every
+              else pl.DataFrame(schema={**DUE_SCHEMA, "country": pl.String}).drop("market"))
+    roster = with_market(roster.with_columns(pl.col("mileage").cast(pl.Int64)))  # a valuation's unit follows it
     return {d: frame.join(roster, on="vin", how="left").select(list(DUE_SCHEMA)).sort("vin")
             for d, frame in wanted.items() if frame.height}
 
