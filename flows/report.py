@@ -55,6 +55,7 @@ def run_report(args: argparse.Namespace) -> int:
         print(f"error: cannot write {args.out}: {exc.strerror or exc}; choose another --out", file=sys.stderr)
         return USAGE
     h = data.headline
-    print(f"wrote {written} ({h['vehicles']:,} vehicles, {h['open_recalls']:,} open recalls, "
-          f"{h['vehicles_to_park']:,} to park) and the to-do list {todo} ({data.todo.height:,} rows)")
+    known = {k: "unknown" if h[k] is None else f"{h[k]:,}" for k in ("open_recalls", "vehicles_to_park")}  # never checked
+    print(f"wrote {written} ({h['vehicles']:,} vehicles, {known['open_recalls']} open recalls, "
+          f"{known['vehicles_to_park']} to park) and the to-do list {todo} ({data.todo.height:,} rows)")
     return COMPLETED

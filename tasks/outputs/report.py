@@ -184,19 +184,27 @@ def _cards(data: ReportData) -> str:
         _card("Fleet value today", "total-value", h["total_retail"], _money(h["total_retail"]),
               f"retail, {_count(h['valued_vehicles'])} vehicles valued; trade-in {_money(h['total_trade_in'])}"),
         _card("Open recalls now", "open-recalls", h["open_recalls"], _count(h["open_recalls"]),
-              f"on {_count(h['vehicles_with_open_recalls'])} vehicles"),
+              f"on {_count(h['vehicles_with_open_recalls'])} vehicles" + _checked(h, "recalls_checked")),
         _card("To park now", "vehicles-to-park", h["vehicles_to_park"], _count(h["vehicles_to_park"]),
               "vehicles an open recall says to park, or park outside" + to_park_note, alert=bool(h["vehicles_to_park"])),
         _card("Stolen, not recovered", "stolen-now", h["stolen_vehicles"], _count(h["stolen_vehicles"]),
-              f"vehicles now; {_count(h['theft_vehicles'])} with any theft record{stolen_note}",
+              f"vehicles now; {_count(h['theft_vehicles'])} with any theft record{stolen_note}"
+              + _checked(h, "lien_theft_checked"),
               alert=bool(h["stolen_vehicles"])),
         _card("Active liens", "active-liens", h["active_lien_vehicles"], _count(h["active_lien_vehicles"]),
-              f"vehicles with a lien not released; {_count(h['lien_vehicles'])} with any lien record{lien_note}"),
+              f"vehicles with a lien not released; {_count(h['lien_vehicles'])} with any lien record{lien_note}"
+              + _checked(h, "lien_theft_checked")),
         _card("Branded titles", "title-branded", h["title_branded_vehicles"], _count(h["title_branded_vehicles"]),
-              "vehicles whose title carries a brand now"),
+              "vehicles whose title carries a brand now" + _checked(h, "history_checked")),
         _card("Mileage conflicts", "mileage-conflicts", conflicts, _count(conflicts),
               "vehicles whose fleet-file mileage is below their latest history odometer"),
     ])
+
+
+def _checked(headline: dict[str, Any], key: str) -> str:
+    """How many vehicles a headline figure covers, when not all: unknown is not zero (– when none was asked)."""
+    checked, vehicles = headline.get(key), headline["vehicles"]
+    return "" if checked is None or checked == vehicles else f" (of {_count(checked)} checked)"
 
 
 def _todo_section(data: ReportData) -> str:
@@ -240,7 +248,7 @@ _KIND = {"new_recall": "new recall", "closed_recall": "recall closed", "value_mo
          "new_title_brand": "new title brand", "cleared_title_brand": "title brand cleared",
          "odometer_rollback": "odometer rollback", "new_lien": "new lien", "released_lien": "lien released",
          "new_theft": "theft reported", "recovered_theft": "theft recovered", "decode_changed": "decode changed",
-         "new_lien_theft_event": "new lien/theft event"}
+         "new_lien_theft_event": "new lien/theft event", "revaluation": "valued at another mileage"}
 
 
 def _change_detail(row: dict[str, Any]) -> str:
@@ -250,6 +258,8 @@ def _change_detail(row: dict[str, Any]) -> str:
     if row["kind"] == "value_move" and before.get("retail") and after.get("retail"):
         pct = (after["retail"] / before["retail"] - 1) * 100
         return f"retail {_money(before['retail'])} → {_money(after['retail'])} ({pct:+.1f}%)"
+    if row["kind"] == "revaluation" and before.get("retail") and after.get("retail"):  # asked otherwise: both requests
+        return " → ".join(f"{_money(a['retail'])} at {_asked(a)}" for a in (before, after))
     if row["kind"] == "odometer_rollback" and before and after:
         return (f"{_count(after.get('odometer'))} on {after.get('date')}, below {_count(before.get('odometer'))} "
                 f"on {before.get('date')}")
@@ -260,6 +270,14 @@ def _change_detail(row: dict[str, Any]) -> str:
         component = (after or before).get("component")
         return f"{row['subject']} {component}" if component else str(row["subject"])
     return str(row["subject"])
+
+
+def _asked(request: dict[str, Any]) -> str:
+    """A valuation's mileage as asked: 90,000 mi (history)."""
+    if request.get("mileage") is None:
+        return "no mileage"
+    source = {"history": " (history)", "fleet_file": " (fleet file)"}.get(request.get("mileage_source") or "", "")
+    return f"{_count(request['mileage'])} {request.get('mileage_unit') or ''}".rstrip() + source
 
 
 def _value_section(data: ReportData) -> str:
@@ -302,7 +320,7 @@ def _recalls_section(data: ReportData) -> str:
                               rows=comp.height),
                        _table("table-recalls-by-component", ["component", "campaigns", "vehicles", "likely (model)",
                                                              "park it", "park outside"], comp.rows())])
-    if listed < h["open_recalls"]:
+    if h["open_recalls"] is not None and listed < h["open_recalls"]:
         body += (f"<p class=note>{_count(h['open_recalls'] - listed)} open recalls are counted by the batch check but "
                  "their campaigns are not listed yet (the next refresh asks for them).</p>")
     title = f"Vehicles to park ({_count(h['vehicles_to_park'])})"
