@@ -53,6 +53,8 @@ class Fetchers:
     dask: str | None = None
     retry_window: float | None = None  # the run's (tasks/control/retry_window.py), wherever its chunks run
     pids: set[int] = field(default_factory=set)  # the processes that fetched (the summary's `fetched_in`)
+    # History lands in this run: a valuation chunk reads its mileage again as it starts (tasks/plan/due.py due_rows).
+    mileage_moves: bool = False
     _stack: ExitStack = field(default_factory=ExitStack)
     _runner: Any = None
     _access: FetchAccess | None = None
@@ -93,7 +95,8 @@ class Fetchers:
     def submit(self, dataset: str, due_path: str | None, offset: int, length: int, concurrency: int,
                budget: int | None) -> PrefectFuture:
         assert due_path is not None  # only a dataset with something due has chunks
-        rows = due_rows(current(self.run_id).store, dataset, due_path, offset, length)  # read as the chunk starts
+        store = current(self.run_id).store if self.mileage_moves else None
+        rows = due_rows(store, dataset, due_path, offset, length)  # read as the chunk starts
         parameters = dict(run_id=self.run_id, dataset=dataset, rows=rows, offset=offset,
                           length=length, concurrency=concurrency, budget_left=budget, access=self._access)
         if self._runner is None:

@@ -193,6 +193,7 @@ def _fetch(plan: Plan, options: RefreshOptions, summary: dict[str, Any], fetcher
            budget: int | None) -> int | None:
     """Every per-VIN dataset's chunks: side by side without a budget, else one task at a time."""
     lanes = {d: deque(plan.datasets[d].chunks(options.chunk_size)) for d in ORDER if d in plan.datasets and d != "recalls"}
+    fetchers.mileage_moves = bool(lanes.get("history"))  # the odometers valuations may ask with land in this run
     if options.max_units is None:
         fetch_side_by_side(lanes, summary, fetchers, plan, options.concurrency)
         return budget

@@ -193,8 +193,7 @@ def due_rows(db: Database | None, dataset: str, path: str, offset: int = 0, leng
     rows = pl.scan_parquet(path).slice(offset, length).collect()
     if not rows.height:
         return []
-    now = db.query("roster_rows_for_vins", vins=rows["vin"].to_list()).select("vin", *MILEAGE_COLUMNS)
-    return _with_mileage(rows, now).to_dicts()
+    return _with_mileage(rows, db.query("valuation_mileage_of_vins", vins=rows["vin"].to_list())).to_dicts()
 
 
 def _valuation_mileage(db: Database, due: pl.DataFrame) -> pl.DataFrame:

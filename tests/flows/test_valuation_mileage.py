@@ -1,11 +1,13 @@
 """Valuations are asked with the mileage the view `vehicle_mileage` chooses (issues 21, 26): the fleet file's, unless
 the latest history odometer is higher. Refreshes against the sandbox:
 
-- one run asked for history and market values: the history lands first, so each vehicle's first valuation
-  already asks with its best mileage, and says where it came from (`market_values.mileage_source`); the to-do
-  list's mileage conflicts say what the valuation was asked with, from the view `mileage_conflicts`;
-- values first (no history yet: the file's mileage), then again with the history: a revaluation at another
-  mileage is its own kind of change, with both mileages, never a `value_move`.
+- one run asked for history and market values (with a budget: one chunk at a time): the history lands first, so
+  each vehicle's first valuation already asks with its best mileage, and says where it came from
+  (`market_values.mileage_source`); the to-do list's mileage conflicts say what the valuation was asked with,
+  from the view `mileage_conflicts`;
+- values first (no history yet: the file's mileage), then again with the history (no budget: datasets side by side,
+  valuations waiting for the history): a revaluation at another mileage is its own kind of change, with both
+  mileages, never a `value_move`.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def runs(tmp_path_factory):
             def refresh(db: str, **options):
                 return refresh_fleet([str(fleet)], RefreshOptions(db=db, chunk_size=8, **options))
 
-            first = refresh(together, lake=str(lake), datasets=["market_value", "history"])
+            # With a budget, chunks run one at a time (flows/refresh.py); the run below without one runs them side by side.
+            first = refresh(together, lake=str(lake), datasets=["market_value", "history"], max_units=1000)
             values_only = refresh(apart, lake=None, datasets=["market_value"])
             again = refresh(apart, lake=None, datasets=["market_value", "history"], fresh={"market_value": "0m"})
         finally:
