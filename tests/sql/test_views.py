@@ -94,11 +94,12 @@ def test_vehicle_overview_one_row_per_vehicle(fleet):
     )
     assert out.rows() == [
         # 19V500 was not in the later complete check, so it is closed: one open campaign.
-        (V1, "U1", 2003, "Honda", "Accord", 8500.0, date(2026, 2, 5), 1, ["Salvage"], 0),
+        # Lien/theft never answered for V1 or V3: their events are unknown, not 0.
+        (V1, "U1", 2003, "Honda", "Accord", 8500.0, date(2026, 2, 5), 1, ["Salvage"], None),
         # A batch check gives only a count.
         (V2, "U2", 2019, "Ford", "F-150", 30000.0, date(2026, 2, 5), 3, None, 1),
         # Never checked for recalls: unknown, not zero.
-        (V3, "U3", 2012, "BMW", "328i", 20000.0, date(2026, 2, 5), None, None, 0),
+        (V3, "U3", 2012, "BMW", "328i", 20000.0, date(2026, 2, 5), None, None, None),
     ]
 
 
