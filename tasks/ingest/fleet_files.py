@@ -685,13 +685,14 @@ def _mileage_number(expr: pl.Expr) -> pl.Expr:
 
 
 def _mileage_unit(header_unit: pl.Expr) -> pl.Expr:
-    """`km` or `mi`: what the cell says ("12 345 km"), else what its header says, else miles."""
+    """`km` or `mi`: what the cell says ("12 345 km"), else what its header says; null when neither says (a plain
+    number): the valuation decides by the vehicle's market (tasks/datasets.py `valuation_request`), never here."""
     # A plain number says no unit: its cell is left null here, so the unit regexes skip it.
     cell = pl.when(_plain_number(pl.col("mileage")).is_null()).then(pl.col("mileage")).str.strip_chars().str.to_lowercase()
     return (pl.when(_mileage_number(pl.col("mileage")).is_null()).then(None)
             .when(cell.str.contains(r"(km|kms|kilomet\w*)$")).then(pl.lit("km"))
             .when(cell.str.contains(r"mi(les)?$")).then(pl.lit("mi"))
-            .otherwise(pl.coalesce(header_unit, pl.lit("mi")))
+            .otherwise(header_unit)
             .alias("mileage_unit"))
 
 

@@ -45,7 +45,7 @@ from fleet_data.tasks.staging.journal import AnswerJournal, read_journal, worth_
 from fleet_data.tasks.land.landing import land_answers, remove_staged, staged_at
 from fleet_data.tasks.fetch.lanes import fetch_turn
 from fleet_data.tasks.control.logtext import fields
-from fleet_data.tasks.plan.due import read_slice, read_vins
+from fleet_data.tasks.plan.due import due_rows, read_vins
 from fleet_data.tasks.fetch.plates import look_up_plates
 from fleet_data.tasks.ingest.plates import PlateLookups, lookup_keys
 from fleet_data.tasks.land.plates import land_lookups
@@ -330,8 +330,8 @@ def fetch_dataset_chunk(run_id: str, dataset: str, due_path: str | None, offset:
     assert due_path is not None  # the plan's path, None only for a dataset with nothing due (so no chunk)
     run = current(run_id)
     access = FetchAccess.of_this_process(str(run.staging.answers), stops.for_run(run_id).window.seconds)
-    staged, result = fetch_to_stage(run_id, dataset, read_slice(due_path, offset, length), concurrency, budget_left,
-                                    access)
+    staged, result = fetch_to_stage(run_id, dataset, due_rows(run.store, dataset, due_path, offset, length), concurrency,
+                                    budget_left, access)
     land_staged(run_id, staged)
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
