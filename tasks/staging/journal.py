@@ -9,11 +9,15 @@ Each chunk appends to `staging/<run_id>/answers/<dataset>-<id>.arrows` (the suff
   attempt that settled the VIN, its final answer (`outcome` found / no_data / failed / pending, the
   redacted body as JSON bytes, what was asked, the failure's message).
 
-Each record is one `write()` to the OS, no buffering and no fsync: a kill -9 cannot take back what the
-OS has (only a machine crash can, and the records' checksums then tell what is left). So a kill loses
-no answer received, and a call in flight at the kill is a sent record without its row: it lands in
-`api_calls` as `billing = 'unknown'` with the units it may have cost, since the service may have billed
-it. The ledger then never under-reports what the service billed.
+Each record goes to the OS whole, in one `write()`, with no fsync: a kill -9 cannot take back what the
+OS has (only a machine crash can, and the records' checksums then tell what is left). A sent record is
+written before its attempt goes out. A row is written with the next sent record, in the same `write()`
+(the slot that settled it starts its next call at once, so that is the next thing it does), or, if no call
+starts first, at the event loop's next turn, before it waits on anything: one write per call instead of
+two, and a row is never held across a wait. So a kill loses no answer it waited for, and a call in flight
+at the kill is a sent record without its row: it lands in `api_calls` as `billing = 'unknown'` with the
+units it may have cost, since the service may have billed it. The ledger then never under-reports what
+the service billed.
 
 A record is framed: a 16-byte header (magic, kind, length, the header's CRC-32, the payload's CRC-32) and
 its payload (JSON of the row's fields, then the body's bytes). Reading stops at the first record that is not
@@ -31,6 +35,7 @@ lands again harmlessly.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import struct
@@ -38,7 +43,7 @@ import uuid
 import zlib
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -89,24 +94,32 @@ NO_ANSWER = "NoAnswer"  # `error` of a call sent and never answered (the process
 
 _MAGIC = b"FLEETJ2\n"  # the file's first bytes (an Arrow stream, the first format, starts with 0xFFFFFFFF)
 _FRAME = struct.Struct("<2sBxIII")  # magic, kind, pad, payload length, CRC-32 of the first 8 bytes, of the payload
+_FRAME_HEAD = struct.Struct("<2sBxI")  # the first 8 bytes
+_CRCS = struct.Struct("<II")
+_SIZE = struct.Struct("<I")  # a row's JSON length, before its JSON and body
 _FRAME_MAGIC = b"FJ"
 _HEAD, _SENT, _ROW = 1, 2, 3  # record kinds
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = timedelta(microseconds=1)
+_REDACTED_BYTES = REDACTED.encode()
 
 Call = tuple[str, CallRecord, datetime, Any]  # as in ChunkResult.calls: (call_id, record, called_at, batch)
 
 
-def _frame(kind: int, payload: bytes) -> bytes:
-    head = struct.pack("<2sBxI", _FRAME_MAGIC, kind, len(payload))
-    return _FRAME.pack(_FRAME_MAGIC, kind, len(payload), zlib.crc32(head), zlib.crc32(payload)) + payload
+def _frame(kind: int, payload: bytes, *more: bytes) -> bytes:
+    """One record: its header, then `payload` and `more` (parts of one payload, checksummed as one, copied once)."""
+    crc, length = zlib.crc32(payload), len(payload)
+    for part in more:
+        crc, length = zlib.crc32(part, crc), length + len(part)
+    head = _FRAME_HEAD.pack(_FRAME_MAGIC, kind, length)
+    return b"".join((head, _CRCS.pack(zlib.crc32(head), crc), payload, *more))
 
 
 def _micros(at: datetime | None) -> int | None:
     """Microseconds since the epoch (what the columns hold); a time without a zone is UTC, as Arrow takes it."""
     if at is None:
         return None
-    return ((at if at.tzinfo else at.replace(tzinfo=timezone.utc)) - _EPOCH) // _MICROSECOND
+    since = (at if at.tzinfo else at.replace(tzinfo=timezone.utc)) - _EPOCH
+    return (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
 
 
 class AnswerJournal:
@@ -117,6 +130,9 @@ class AnswerJournal:
         self.path, self.run_id, self.dataset = path, run_id, dataset
         self.rows = 0  # rows written
         self._secrets = tuple(s for s in secrets if s)
+        self._secret_bytes = tuple(s.encode() for s in self._secrets)
+        self._rows: list[bytes] = []  # rows not yet written: they go with the next write, or at the loop's next turn
+        self._turn = False  # a write of the rows is asked for at the loop's next turn
         # Unbuffered, appended: a record written is in the OS's hands, so it survives the process being killed.
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         self._size = 0  # bytes on disk, every record whole
@@ -130,9 +146,14 @@ class AnswerJournal:
 
     # -- writing ------------------------------------------------------------------------------
     def sent(self, intent: CallIntent, at: datetime) -> None:
-        """An attempt about to go out: if no row for it follows, it was paid for perhaps, never answered."""
-        self._write(_frame(_SENT, orjson.dumps([intent.call_id, intent.vin, intent.endpoint, intent.path,
-                                                intent.method, intent.attempt, intent.units, _micros(at)])))
+        """An attempt about to go out: if no row for it follows, it was paid for perhaps, never answered.
+        On disk when this returns, with every row before it."""
+        record = _frame(_SENT, orjson.dumps([intent.call_id, intent.vin, intent.endpoint, intent.path,
+                                             intent.method, intent.attempt, intent.units, _micros(at)]))
+        if self._rows:
+            self._write_rows(record)
+        else:
+            self._write(record)
 
     def attempt(self, call: Call) -> None:
         """An attempt that will be retried: only its `api_calls` row."""
@@ -156,26 +177,45 @@ class AnswerJournal:
         return text
 
     def _redact_bytes(self, data: bytes) -> bytes:
-        for secret in self._secrets:
-            if secret.encode() in data:
-                data = data.replace(secret.encode(), REDACTED.encode())
+        for secret in self._secret_bytes:
+            if secret in data:
+                data = data.replace(secret, _REDACTED_BYTES)
         return data
 
     def _add(self, call: Call | None, vin: str | None, outcome: str | None, answered_at: datetime | None,
              request: str | None, body: bytes | None, message: str | None, retryable: bool | None) -> None:
+        answered = _micros(answered_at)
         if call is not None:
             call_id, record, called_at, _ = call
             fields = [call_id, record.vin or vin, record.endpoint, record.path, record.method, record.attempt,
-                      record.status, record.units, record.latency_ms, record.error, _micros(called_at)]
+                      record.status, record.units, record.latency_ms, record.error,
+                      answered if called_at is answered_at else _micros(called_at)]
             billing: str | None = UNKNOWN if record.unknown else "known"
         else:
             fields = [None, vin, None, None, None, None, None, None, None, None, None]
             billing = None
-        meta = orjson.dumps([*fields, outcome, _micros(answered_at), request, message, retryable, billing,
-                             body is not None])
-        self._write(_frame(_ROW, struct.pack("<I", len(meta)) + meta + (body or b"")))
+        meta = orjson.dumps([*fields, outcome, answered, request, message, retryable, billing, body is not None])
+        self._rows.append(_frame(_ROW, _SIZE.pack(len(meta)), meta, body or b""))
         self.rows += 1
-        failpoint("journal_flushed")  # crash tests: an answer is on disk, the chunk not done
+        if self._turn:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # written from plain code: at once
+            self._write_rows()
+            return
+        self._turn = True
+        loop.call_soon(self._write_rows)
+
+    def _write_rows(self, then: bytes = b"") -> None:
+        """The rows not yet written, and `then` after them, in one write."""
+        self._turn = False
+        rows, self._rows = self._rows, []
+        if not rows and not then:
+            return
+        self._write(b"".join(rows) + then if then else b"".join(rows))
+        for _ in rows:
+            failpoint("journal_flushed")  # crash tests: an answer is on disk, the chunk not done
 
     def _write(self, data: bytes, last: bool = False) -> None:
         """Append `data` (whole records) to the file. A disk found full halts the run and frees its reserve
@@ -183,6 +223,16 @@ class AnswerJournal:
         memory for the next write, and the journal's close raises."""
         if self._fd is None:
             raise ValueError(f"{self.path.name}: the journal is closed")
+        if not self._held:  # the usual case: the OS takes the whole write at once
+            try:
+                done = os.write(self._fd, data)
+            except OSError:
+                done = 0  # made again below, where a refusal is handled
+            if done == len(data):
+                self._size += done
+                return
+            if done:
+                os.ftruncate(self._fd, self._size)  # taken in part: the file goes back to its last whole record
         self._held += data
         try:
             self._put()
@@ -212,13 +262,17 @@ class AnswerJournal:
         self._held.clear()
 
     def flush(self) -> None:
-        """Every record goes to the OS as it is written; this writes again what a full disk refused, if any."""
+        """Writes the rows not yet written, and again what a full disk refused, if any."""
+        if self._rows:
+            self._write_rows()
         if self._held and self._fd is not None:
             self._write(b"")
 
     def close(self) -> None:
         if self._fd is not None:
             try:
+                if self._rows:
+                    self._write_rows()
                 if self._held:
                     self._write(b"", last=True)
             finally:

@@ -33,6 +33,7 @@ from fleet_data.tasks.settings import RefreshOptions, client_settings, deadline_
 from fleet_data.tasks.steps import refresh_steps as steps
 from fleet_data.tasks.outputs.changes import change_message
 from fleet_data.connectors.notify import PostRetries, post_json
+from fleet_data.connectors.transport import run_calls
 from fleet_data.tasks.control import resources, stops
 from fleet_data.tasks.control.signals import cancelled
 from fleet_data.tasks.fetch.enrich import fetch_chunk
@@ -154,7 +155,7 @@ def check_recalls(run_id: str, due_path: str | None, batch_size: int, webhook_ur
         outcome = asyncio.run(run_recall_batches(db, run_id, vins, calls=calls, batches=batches))
     else:
         # Their total grows as each batch lands (a bar's total then: done never runs past it, issue 30).
-        outcome, details = asyncio.run(check_recalls_and_details(
+        outcome, details = run_calls(check_recalls_and_details(
             db, run_id, vins, calls=_calls(run_id, details_concurrency, budget_left, "recalls"), batches=batches,
             journals=run.staging.answers, details_progress=DetailsProgress(
                 done=lambda n: reporter.advance("recall_details", n),
@@ -173,7 +174,7 @@ def recall_details(run_id: str, budget_left: int | None, concurrency: int, match
     run = current(run_id)
     due = run.store.query("recall_details_due", run_id=run_id, batch_id=None).height
     reporter.start("recall_details", "Recall campaign details", due)
-    outcome = asyncio.run(fetch_recall_details(
+    outcome = run_calls(fetch_recall_details(
         run.store, run_id, calls=_calls(run_id, concurrency, budget_left, "recall_details"), match=match,
         journals=run.staging.answers,
     ))
@@ -232,7 +233,7 @@ def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int
     with fetch_turn(run_id, dataset) as lane:  # retries still waiting may be handed to the next chunk
         calls = _calls(run_id, concurrency, budget_left, dataset, access.service.settings())
         with AnswerJournal.create(folder, run_id, dataset, secrets=(calls.settings.api_key or "",)) as journal:
-            result = asyncio.run(fetch_chunk(dataset, rows, calls=calls, journal=journal, lane=lane))
+            result = run_calls(fetch_chunk(dataset, rows, calls=calls, journal=journal, lane=lane))
     # Stopped: no shredding now; the next run lands the journal, shredding it then (docs/stopping.md).
     typed = None if cancelled(run_id) else stage_tables(journal.path)
     staged = publish(journal.path, staging, run_id, access.storage)  # the journal first: typed tables never come without it
