@@ -228,6 +228,10 @@ def _creatable(path: Path, what: str) -> None:
 
 
 def readable_file(path: str, what: str) -> None:
+    from fleet_data.tasks.ingest.file_kind import not_regular  # the standard library only
+
+    if problem := not_regular(path):  # a FIFO, a device, a socket: read, it could wait for ever
+        raise CommandError(f"{what} {path}: {problem}")
     if not Path(path).is_file():
         raise CommandError(f"{what} {path}: no such file; check the path")
     if not os.access(path, os.R_OK):

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from fleet_data.tasks.ingest.file_kind import not_regular
 from fleet_data.tasks.ingest.vins import MISSING, WRONG_LENGTH, normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
 
 CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".tab"}
@@ -171,17 +172,21 @@ def expand_paths(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], 
         text = str(item)
         path = Path(text)
         if path.is_dir():
-            for child in sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")):
-                if child.suffix.lower() in CSV_SUFFIXES | PARQUET_SUFFIXES:
+            for child in sorted(p for p in path.iterdir() if not p.name.startswith(".") and not p.is_dir()):
+                if child.is_file() and child.suffix.lower() in CSV_SUFFIXES | PARQUET_SUFFIXES:
                     files.append(child)
-                else:
+                else:  # a FIFO, a device or a socket among them is listed, never opened
                     skipped.append(str(child))
             if not any(f.parent == path for f in files):
                 raise FleetFileError(path, "folder holds no CSV or Parquet files: point at the fleet file itself or put it there")
         elif path.exists():
+            if problem := not_regular(path):  # opened, a FIFO would wait for a writer for ever
+                raise FleetFileError(path, problem)
             files.append(path)
         elif globbing.has_magic(text):
-            matched = sorted(Path(p) for p in globbing.glob(text, recursive=True) if Path(p).is_file())
+            found = sorted(Path(p) for p in globbing.glob(text, recursive=True) if not Path(p).is_dir())
+            matched = [p for p in found if p.is_file()]
+            skipped += [str(p) for p in found if not p.is_file()]
             if not matched:
                 raise FleetFileError(text, "no files match this pattern: check the pattern and the folder")
             files.extend(matched)

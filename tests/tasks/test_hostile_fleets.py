@@ -257,3 +257,47 @@ def test_the_same_file_named_twice_is_read_once(tmp_path, monkeypatch):
     result = read_fleet(["crlf.csv", FLEETS / "crlf.csv", "./crlf.csv", str(FLEETS / "crl*.csv")])
     assert result.files.count("crlf.csv") == 1 and str(FLEETS / "crlf.csv") not in result.files
     assert result.roster.filter(pl.col("source_file") == "crlf.csv")["duplicate_count"].to_list() == [0, 0]
+
+
+def _socket_at(path: Path):
+    import socket
+
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    return server
+
+
+@pytest.mark.timeout(60)  # before the check, reading the FIFO waited for a writer for ever
+def test_a_fifo_a_device_or_a_socket_is_refused_by_name_without_being_opened(tmp_path):
+    import os
+
+    fifo = tmp_path / "fleet.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(FleetFileError) as caught:
+        read_fleet([fifo])
+    assert_clear(caught.value, fifo, "a named pipe (FIFO), not a regular file", "save the data to a regular file")
+    with pytest.raises(FleetFileError) as caught:
+        read_fleet(["/dev/zero"])  # never ends: read whole, it would fill the memory
+    assert_clear(caught.value, "/dev/zero", "a character device, not a regular file")
+    server = _socket_at(tmp_path / "fleet.sock")
+    try:
+        with pytest.raises(FleetFileError) as caught:
+            read_fleet([tmp_path / "fleet.sock"])
+        assert_clear(caught.value, tmp_path / "fleet.sock", "a socket, not a regular file")
+    finally:
+        server.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_in_a_folder_or_a_glob_is_listed_as_skipped_never_opened(tmp_path):
+    import os
+    import shutil
+
+    shutil.copy(FLEETS / "crlf.csv", tmp_path / "good.csv")
+    os.mkfifo(tmp_path / "waiting.csv")
+    for given in (tmp_path, tmp_path / "*.csv"):
+        result = read_fleet([given])
+        assert result.files == [str(tmp_path / "good.csv")]
+        assert result.skipped_files == [str(tmp_path / "waiting.csv")]
+    with pytest.raises(FleetFileError, match="no files match this pattern"):
+        read_fleet([tmp_path / "wait*.csv"])
