@@ -139,8 +139,8 @@ def test_rows_rejected_one_by_one_run_through_and_are_all_counted(service, db_pa
     assert code == 0, err
     assert "Traceback" not in out + err
     ingest = json.loads(out)["ingest"]
-    # 7 + 16 rows: 4 VINs, 7 duplicates (4 within vin_spellings.csv, 3 across the files), 4 + 8 rejected.
-    assert ingest == {"rows_in": 23, "valid": 4, "duplicates": 7, "rejected": 12, "blank_rows": 0, "files": 2}
+    # 7 + 16 rows: 4 VINs, 6 duplicates (3 within vin_spellings.csv, 3 across the files), 4 + 9 rejected.
+    assert ingest == {"rows_in": 23, "valid": 4, "duplicates": 6, "rejected": 13, "blank_rows": 0, "files": 2}
     assert read(db_path, "SELECT count(*) FROM vehicles") == [(4,)]
     rejected = read(db_path, "SELECT raw_value FROM rejected_rows WHERE source_file LIKE '%formula%' ORDER BY source_row")
     assert [r[0] for r in rejected] == ['=HYPERLINK("http://x","y")', "+cmd", "-2+3", "@SUM(1)"]
