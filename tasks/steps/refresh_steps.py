@@ -23,6 +23,7 @@ from fleet_data.tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
 from fleet_data.tasks.run.context import RunContext
 from fleet_data.tasks.settings import RefreshOptions
 from fleet_data.tasks.land.recover import land_journals
+from fleet_data.tasks.staging.journal import PLATE_LOOKUPS
 
 RUN_DATASET_COLUMNS = {
     **{k: pl.Int64 for k in ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",
@@ -33,9 +34,14 @@ RUN_DATASET_COLUMNS = {
 
 
 def settle(run: RunContext, fleet: IngestResult, plates: bool) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
-    """The roster and rejected rows as they will land: plates needing no call settled, the rest staged for lookups."""
+    """The roster and rejected rows as they will land: plates needing no call settled, the rest staged for lookups.
+
+    Plate lookups a killed run paid for land first (its journal): a plate it had answered is not bought again.
+    """
     if not fleet.plates.height:
         return fleet.roster, fleet.rejected, fleet.summary()
+    if plates:
+        land_journals(run.store, run.staging.root, besides=run.run_id, store=run.staging.remote, only=(PLATE_LOOKUPS,))
     return settle_at_ingest(run.store, fleet, enabled=plates, waiting_path=run.staging.plates_waiting)
 
 
