@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 from fleet_data.tasks.control.faults import EnvironmentFault
 from fleet_data.tasks.settings import SettingsError
 
-from .exitcodes import BUG, BUSY, CANCELLED, NO_SPACE, PARTIAL, REFUSED, STORE_LOST, USAGE
+from .exitcodes import BUG, BUSY, CANCELLED, NO_MEMORY, NO_SPACE, PARTIAL, REFUSED, STORE_LOST, USAGE
 
 KINDS = {USAGE: "usage", BUG: "bug", BUSY: "busy", REFUSED: "refused", PARTIAL: "partial", CANCELLED: "cancelled",
-         NO_SPACE: "no_space", STORE_LOST: "store_lost"}
+         NO_SPACE: "no_space", STORE_LOST: "store_lost", NO_MEMORY: "no_memory"}
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from fleet_data.tasks.control import memory
 from fleet_data.tasks.ingest.file_kind import not_regular
 from fleet_data.tasks.ingest.vins import MISSING, NOT_TEXT, WRONG_LENGTH, normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
 
@@ -738,6 +739,12 @@ def read_fleet(paths: Sequence[str | Path] | str | Path, vin_column: str | None 
     files, skipped = expand_paths(paths)
     if not files:
         raise FleetFileError(", ".join(map(str, paths if isinstance(paths, list) else [paths])), "no files to read")
+    with memory.guarded(memory.READ):  # an allocation refused while reading: one line, exit code 8
+        return _read_files(files, skipped, vin_column)
+
+
+def _read_files(files: list[Path], skipped: list[str], vin_column: str | None) -> IngestResult:
+    """`read_fleet`'s reading: every file slice by slice, then the roster collapsed from the VINs kept."""
     pieces = _Pieces()
     for path in files:
         _read_file(path, vin_column, pieces)

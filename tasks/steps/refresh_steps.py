@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from fleet_data.tasks.control import resources, stops
+from fleet_data.tasks.control import memory, resources, stops
 from fleet_data.tasks.control.failpoints import failpoint
 from fleet_data.tasks.fetch.lanes import forget_run
 from fleet_data.tasks.ingest.plates import settle_at_ingest
@@ -53,9 +53,15 @@ def ingest(run: RunContext, fleet: IngestResult, paths: list[str], parameters: d
                  prefect_flow_run_id=prefect_flow_run_id)
     failpoint("ingest")  # crash tests: the run is recorded, its roster not yet landed
     roster, rejected, counts = settle(run, fleet, plates)
-    db.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)
+    land_roster(run, roster, rejected)
     run.publish_if_due()
     return counts
+
+
+def land_roster(run: RunContext, roster: pl.DataFrame, rejected: pl.DataFrame) -> None:
+    """The roster and rejected rows, in one transaction; an allocation refused doing it is exit code 8."""
+    with memory.guarded(memory.LAND):
+        run.store.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)
 
 
 def plan(run: RunContext, datasets: list[str], force: bool, freshness: dict[str, str] | None,
@@ -123,7 +129,7 @@ def answer_without_calls(run: RunContext, fleet: IngestResult, paths: list[str],
     if made.plates or any(d.due for d in made.datasets.values()):
         return None
     run.store.start_run("refresh", [str(f) for f in fleet.files] or paths, options.run_parameters(), run_id=run.run_id)
-    run.store.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)
+    land_roster(run, roster, rejected)
     summary = start_summary(run.run_id, counts, made)
     final_status(summary)
     summary, _ = finish(run, summary, options.lake)
