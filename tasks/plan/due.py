@@ -35,6 +35,7 @@ from fleet_data.tasks.datasets import (
 from fleet_data.tasks.ingest.markets import in_scope, with_market
 from fleet_data.tasks.ingest.plates import PlatePlan, plan_plates
 from fleet_data.tasks.settings import CLOCK_TOLERANCE
+from fleet_data.tasks.control import memory
 from fleet_data.tasks.store.database import Database
 from fleet_data.tasks.ingest.vins import vin_order
 
@@ -166,10 +167,17 @@ def make_plan(
     an answer older than its dataset's freshness window, as of now.
     """
     rule = rule or DueRule()
-    force, freshness, now = rule.force, rule.freshness, rule.now
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")
+    # An allocation refused while planning: one line, exit code 8.
+    with memory.guarded(memory.PLAN):
+        return _make_plan(db, run_id, datasets, staging_dir, rule, plates_waiting, roster)
+
+
+def _make_plan(db: Database, run_id: str, datasets: Sequence[str], staging_dir: Path, rule: DueRule,
+               plates_waiting: Path | None, roster: pl.DataFrame | None) -> Plan:
+    force, freshness, now = rule.force, rule.freshness, rule.now
     windows = {NO_DATA: DEFAULT_NO_DATA_FRESHNESS, **(freshness or DEFAULT_FRESHNESS)}
     now = now or datetime.now(timezone.utc)
     # One read of the roster and one of its last answers serve every dataset (a read per dataset cost

@@ -4,7 +4,7 @@ Each chunk appends to `staging/<run_id>/answers/<dataset>-<id>.arrows` (the suff
 `read_journal` tells the two apart by their first bytes), as things happen, one record at a time:
 
 - a *sent* record before each attempt goes out (`CallIntent`: call id, VIN, endpoint, attempt, the units it
-  may cost by the spec's pricing);
+  may cost by the spec's pricing, and the recall batch it is about, if any);
 - a *row* when its answer comes back (an `api_calls` row: status, units, latency, time) and, on the
   attempt that settled the VIN, its final answer (`outcome` found / no_data / failed / pending, the
   redacted body as JSON bytes, what was asked, the failure's message).
@@ -24,6 +24,11 @@ its payload (JSON of the row's fields, then the body's bytes). Reading stops at 
 whole: a torn last record is what a kill leaves (normal); a bad record with bytes after it, a zeroed or
 bit-flipped one, is damage (`Journal.damage`), and the lander quarantines the file after landing the
 records before it (tasks/land/recover.py).
+
+Besides the datasets' chunks, two journals hold calls that answer no dataset: plate lookups (`PLATE_LOOKUPS`:
+each lookup's outcome on the row of its last call, what was asked as its request) and recall batch calls
+(`BATCH_CALLS`: submit, status and results, each row naming its batch). Both are written by the flow's own
+process, which lands their calls as it goes; a journal left by a kill lands what the store lacks.
 
 The next run lands a journal left behind (tasks/land/recover.py `land_journals`), in the local staging folder
 or, with `--staging s3://...`, on object storage (tasks/staging/area.py), under its original run id and
@@ -85,11 +90,14 @@ SCHEMA = pa.schema([
     ("message", pa.string()),  # why it failed, or why the endpoint stopped (pending)
     ("retryable", pa.bool_()),
     ("billing", pa.string()),  # `api_calls.billing`: known, or unknown (no answer: `units` is what it may cost)
+    ("batch_id", pa.string()),  # the recall batch a call was about (`api_calls.batch_id`); null for a VIN's call
 ])
 # The fields a row record's JSON holds, in order: every column but the body.
 _FIELDS = [f.name for f in SCHEMA if f.name not in ("dataset", "body")]
 _TIMES = ("called_at", "answered_at")
 UNKNOWN = "unknown"  # `billing` of a call whose answer never arrived
+PLATE_LOOKUPS = "plate_lookups"  # the journal of a run's plate lookups (not a dataset: no table of answers)
+BATCH_CALLS = "recall_batch_calls"  # the journal of a run's recall batch calls
 NO_ANSWER = "NoAnswer"  # `error` of a call sent and never answered (the process died in flight)
 
 _MAGIC = b"FLEETJ2\n"  # the file's first bytes (an Arrow stream, the first format, starts with 0xFFFFFFFF)
@@ -145,11 +153,11 @@ class AnswerJournal:
         return cls(directory / f"{dataset}-{uuid.uuid4().hex[:12]}{SUFFIX}", run_id, dataset, **options)
 
     # -- writing ------------------------------------------------------------------------------
-    def sent(self, intent: CallIntent, at: datetime) -> None:
+    def sent(self, intent: CallIntent, at: datetime, batch: str | None = None) -> None:
         """An attempt about to go out: if no row for it follows, it was paid for perhaps, never answered.
-        On disk when this returns, with every row before it."""
+        On disk when this returns, with every row before it. `batch`: the recall batch it belongs to, if any."""
         record = _frame(_SENT, orjson.dumps([intent.call_id, intent.vin, intent.endpoint, intent.path,
-                                             intent.method, intent.attempt, intent.units, _micros(at)]))
+                                             intent.method, intent.attempt, intent.units, _micros(at), batch]))
         if self._rows:
             self._write_rows(record)
         else:
@@ -159,7 +167,7 @@ class AnswerJournal:
         """An attempt that will be retried: only its `api_calls` row."""
         self._add(call, None, None, None, None, None, None, None)
 
-    def answer(self, call: Call | None, vin: str, outcome: str, at: datetime, *, body: Any = None,
+    def answer(self, call: Call | None, vin: str | None, outcome: str, at: datetime, *, body: Any = None,
                request: dict[str, Any] | None = None, message: str | None = None,
                retryable: bool | None = None) -> None:
         """The VIN's final answer, on the row of the attempt that settled it."""
@@ -185,8 +193,9 @@ class AnswerJournal:
     def _add(self, call: Call | None, vin: str | None, outcome: str | None, answered_at: datetime | None,
              request: str | None, body: bytes | None, message: str | None, retryable: bool | None) -> None:
         answered = _micros(answered_at)
+        batch = None
         if call is not None:
-            call_id, record, called_at, _ = call
+            call_id, record, called_at, batch = call
             fields = [call_id, record.vin or vin, record.endpoint, record.path, record.method, record.attempt,
                       record.status, record.units, record.latency_ms, record.error,
                       answered if called_at is answered_at else _micros(called_at)]
@@ -194,7 +203,8 @@ class AnswerJournal:
         else:
             fields = [None, vin, None, None, None, None, None, None, None, None, None]
             billing = None
-        meta = orjson.dumps([*fields, outcome, answered, request, message, retryable, billing, body is not None])
+        meta = orjson.dumps([*fields, outcome, answered, request, message, retryable, billing, batch,
+                             body is not None])
         self._rows.append(_frame(_ROW, _SIZE.pack(len(meta)), meta, body or b""))
         self.rows += 1
         if self._turn:
@@ -322,6 +332,17 @@ class Journal:
         vins, outcomes = self.table.column("vin").to_pylist(), self.table.column("outcome").to_pylist()
         return [(v, o) for v, o in zip(vins, outcomes) if o is not None]
 
+    def calls(self) -> list[Call]:
+        """Every call the journal holds, as `api_calls` records it (one never answered: `unknown`), with its batch."""
+        columns = self.table.select(["call_id", "vin", "endpoint", "path", "method", "attempt", "status", "units",
+                                     "latency_ms", "error", "called_at", "outcome", "billing", "batch_id"])
+        return [(row["call_id"], CallRecord(
+                    endpoint=row["endpoint"], method=row["method"], path=row["path"], vin=row["vin"], status=row["status"],
+                    attempt=row["attempt"], latency_ms=row["latency_ms"], units=row["units"], error=row["error"],
+                    will_retry=row["outcome"] is None, call_id=row["call_id"], unknown=row["billing"] == UNKNOWN),
+                 row["called_at"], row["batch_id"])
+                for row in columns.to_pylist() if row["call_id"] is not None]
+
     def chunk_result(self) -> ChunkResult:
         """The chunk as `fetch_chunk` returned it: the same calls, answers, times and requests.
 
@@ -440,6 +461,8 @@ def _take(kind: int, payload: bytes, meta: dict[str, Any], rows: list, sent: dic
         (size,) = struct.unpack_from("<I", payload)
         fields = orjson.loads(payload[4:4 + size])
         has_body = fields.pop()
+        if len(fields) == len(_FIELDS) - 1:  # written before rows named their batch
+            fields.append(None)
         if len(fields) != len(_FIELDS):
             raise ValueError(f"{len(fields)} fields, not {len(_FIELDS)}")
         rows.append((fields, bytes(payload[4 + size:]) if has_body else None))
@@ -451,10 +474,12 @@ def _records(path: Path, meta: dict[str, Any], rows: list[tuple[list[Any], bytes
              sent: dict[str, list[Any]] | None = None, *, damage: str | None = None, torn: bool = False) -> Journal:
     """The journal's table: its rows, then a row per call sent that no row answered (`billing` unknown)."""
     answered = {fields[0] for fields, _ in rows}
-    for call_id, vin, endpoint, route, method, attempt, units, called in (sent or {}).values():
+    for intent in (sent or {}).values():
+        call_id, vin, endpoint, route, method, attempt, units, called = intent[:8]
+        batch = intent[8] if len(intent) > 8 else None  # written before sent records named their batch: none
         if call_id not in answered:
             rows.append(([call_id, vin, endpoint, route, method, attempt, None, units, None, NO_ANSWER, called,
-                          None, None, None, None, None, UNKNOWN], None))
+                          None, None, None, None, None, UNKNOWN, batch], None))
     dataset = meta.get("dataset") or path.name.split("-", 1)[0]
     columns: dict[str, list[Any]] = {name: [fields[i] for fields, _ in rows] for i, name in enumerate(_FIELDS)}
     columns["dataset"] = [dataset] * len(rows)

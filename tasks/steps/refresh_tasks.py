@@ -42,7 +42,7 @@ from fleet_data.tasks.control.calls import Calls
 from fleet_data.tasks.staging.chunk import ChunkResult
 from fleet_data.tasks.control.failpoints import failpoint
 from fleet_data.tasks.ingest.fleet_files import read_fleet
-from fleet_data.tasks.staging.journal import AnswerJournal, read_journal, worth_landing
+from fleet_data.tasks.staging.journal import PLATE_LOOKUPS, AnswerJournal, read_journal, worth_landing
 from fleet_data.tasks.land.landing import land_answers, remove_staged, staged_at
 from fleet_data.tasks.fetch.lanes import fetch_turn
 from fleet_data.tasks.control.logtext import fields
@@ -96,12 +96,20 @@ def resolve_plates(run_id: str, waiting_path: str, look_up: bool, budget_left: i
     waiting = pl.read_parquet(waiting_path)
     keys = lookup_keys(waiting)
     reporter = progress.current()
+    run = current(run_id)
+    journal = None
     if look_up:
         reporter.start("plates", "Plate lookups", len(keys))
-        lookups = asyncio.run(look_up_plates(keys, calls=_calls(run_id, concurrency, budget_left, "plates")))
+        calls = _calls(run_id, concurrency, budget_left, "plates")
+        # Each call journalled before it is sent: a kill leaves the calls and answers to the next run.
+        journal = AnswerJournal.create(run.staging.answers, run_id, PLATE_LOOKUPS, secrets=(calls.settings.api_key or "",))
+        with journal:
+            lookups = asyncio.run(look_up_plates(keys, calls=calls, journal=journal))
     else:
         lookups = PlateLookups(not_looked_up=keys)
-    outcome = land_lookups(current(run_id).store, run_id, waiting, lookups)
+    outcome = land_lookups(run.store, run_id, waiting, lookups)
+    if journal is not None:
+        journal.delete()  # landed
     Path(waiting_path).unlink(missing_ok=True)  # settled: a second plan of this run has no plates left to price
     get_run_logger().info("plates: %s", fields(outcome))
     return outcome
@@ -147,7 +155,7 @@ def check_recalls(run_id: str, due_path: str | None, batch_size: int, webhook_ur
     reporter = progress.current()
     reporter.start("recalls", "Recall batches", len(vins))
     run = current(run_id)
-    batches = BatchOptions(run.staging.batches, batch_size, webhook_url, webhook_listen)
+    batches = BatchOptions(run.staging.batches, batch_size, webhook_url, webhook_listen, journals=run.staging.answers)
     details: DetailsOutcome | None = None
     db = run.store
     if details_concurrency is None:
