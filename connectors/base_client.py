@@ -110,7 +110,7 @@ class BaseClient:
     async def _request(self, endpoint: str, params: Mapping[str, Any] | None, json_body: Any, batch_token: str | None,
                        payment: str | None, idempotency_key: str | None, raw: bool = False) -> Answer:
         ep = ENDPOINTS[endpoint]
-        query = {k: _param(v) for k, v in (params or {}).items() if v is not None}
+        query = {k: v if v.__class__ is str else _param(v) for k, v in (params or {}).items() if v is not None}
         headers: dict[str, str] = {}
         # Batch follow-ups and x402 submits authenticate without the key, per call.
         if batch_token:
@@ -131,14 +131,14 @@ class BaseClient:
         policy = self.settings.retry
         attempt = call.attempts if call else 0
         retries: dict[str, int] = call.retries if call else {}
+        priced = _may_cost(ep.name, query, json_body)  # what an attempt may cost: told before it is sent, and if unanswered
         while True:
             attempt += 1
             if call is not None:
                 call.attempts = attempt
-            call_id = next(CALL_IDS)
+            intent = CallIntent(next(CALL_IDS), ep.name, ep.method, ep.path, query.get("vin"), attempt, priced)
             if self._on_send is not None:
-                self._on_send(CallIntent(call_id, ep.name, ep.method, ep.path, query.get("vin"), attempt,
-                                         estimate_units(ep.name, query)))
+                self._on_send(intent)
             started = time.perf_counter()
             try:
                 answer = await self._send_once(ep, query, headers, json_body, raw)
@@ -149,7 +149,7 @@ class BaseClient:
             retry = error is not None and policy.should_retry(
                 error, retries=retries, method=ep.method, idempotent="Idempotency-Key" in headers
             )
-            self._observe(ep, query, answer, error, attempt, latency, retry, call_id)
+            self._observe(ep, query, answer, error, latency, retry, intent)
             if error is None:
                 assert answer is not None
                 return answer
@@ -229,7 +229,7 @@ class BaseClient:
             raise errors.error_from_response(status, body if isinstance(body, dict) else {}, endpoint=ep.name, retry_after=retry_after)
         return Answer(status, body, dict(headers))
 
-    def _observe(self, ep, query, answer, error, attempt, latency, retry, call_id) -> None:  # noqa: ANN001
+    def _observe(self, ep, query, answer, error, latency, retry, intent: CallIntent) -> None:  # noqa: ANN001
         if self._on_call is None:
             return
         status = answer.status if answer else getattr(error, "status", None)
@@ -239,13 +239,13 @@ class BaseClient:
         # No answer to a request that left: the service may have billed it, so count what it may have cost.
         unknown = status is None and getattr(error, "sent", True)
         if unknown:
-            units = estimate_units(ep.name, query)
+            units = intent.units  # what it may have cost, as told before it was sent
         self._on_call(
             CallRecord(
                 endpoint=ep.name, method=ep.method, path=ep.path, vin=query.get("vin"), status=status,
-                attempt=attempt, latency_ms=round(latency, 2), units=units,
+                attempt=intent.attempt, latency_ms=round(latency, 2), units=units,
                 error=type(error).__name__ if error else None, will_retry=retry, replayed=replayed,
-                call_id=call_id, unknown=unknown,
+                call_id=intent.call_id, unknown=unknown,
             )
         )
 
@@ -276,6 +276,12 @@ def _json_bytes(body: Any) -> bytes:
         return orjson.dumps(body)
     except TypeError:  # an integer beyond 64 bits, a key that is not a string
         return json.dumps(body, default=str).encode()
+
+
+def _may_cost(endpoint: str, query: Mapping[str, Any], json_body: Any) -> int:
+    """What a call may cost by the spec's pricing: a recall batch's submit, one unit per VIN it carries."""
+    vins = json_body.get("vins") if isinstance(json_body, dict) else None
+    return estimate_units(endpoint, query, vins=len(vins) if isinstance(vins, list) else 0)
 
 
 def _param(value: Any) -> str:

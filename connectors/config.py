@@ -111,7 +111,7 @@ class Settings:
     timeout: httpx.Timeout = field(default_factory=lambda: DEFAULT_TIMEOUT)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_connections: int = 100
-    transport: str = "aiohttp"  # "aiohttp" (httpx-aiohttp) or "httpx"; see README for the measurement
+    transport: str = "http1"  # "http1" (connectors/http1.py), "aiohttp" or "httpx"; docs/connector.md has the measurements
     user_agent: str = "fleet-data/0.1"
 
     def __repr__(self) -> str:  # the dataclass repr would be fine, but say it explicitly

@@ -134,14 +134,22 @@ _scheduled: ContextVar[CallAttempts | None] = ContextVar("scheduled_call", defau
 _stop_check: ContextVar[Callable[[], str | None] | None] = ContextVar("retry_stop_check", default=None)
 
 
-@contextmanager
-def scheduled(attempts: CallAttempts) -> Iterator[CallAttempts]:
-    """The request made inside is one attempt of the call `attempts` tracks; its retries are the caller's."""
-    token = _scheduled.set(attempts)
-    try:
-        yield attempts
-    finally:
-        _scheduled.reset(token)
+class scheduled:  # noqa: N801 - a context manager named for what it says, as contextlib's are
+    """The request made inside is one attempt of the call `attempts` tracks; its retries are the caller's.
+
+    A class, not a generator-based `contextmanager`: a scheduler enters one per attempt."""
+
+    __slots__ = ("_attempts", "_token")
+
+    def __init__(self, attempts: CallAttempts) -> None:
+        self._attempts = attempts
+
+    def __enter__(self) -> CallAttempts:
+        self._token = _scheduled.set(self._attempts)
+        return self._attempts
+
+    def __exit__(self, *exc: object) -> None:
+        _scheduled.reset(self._token)
 
 
 def scheduled_call() -> CallAttempts | None:

@@ -1,32 +1,51 @@
 """The one long-lived HTTP connection pool of a client, behind one small interface.
 
-Measured on this machine (README): httpx's own async pool slows down as concurrency grows
-(encode/httpx#3215), and even over aiohttp's pool (httpx-aiohttp) httpx's request and
-response objects cost about half of what a call costs. The default therefore speaks to
-aiohttp directly; the httpx session serves `transport="httpx"` and tests that script
-exact answers with `httpx.MockTransport`.
+Measured on this machine (docs/connector.md, docs/benchmarks.md): httpx's own async pool slows down
+as concurrency grows (encode/httpx#3215); even over aiohttp's pool httpx's request and response
+objects cost about half of a call; and aiohttp's own client, called bare, spends more CPU per call
+than all the rest of the pipeline's fetch. The default (`transport="http1"`) therefore writes
+HTTP/1.1 itself over asyncio's sockets and parses answers with httptools (connectors/http1.py).
+aiohttp serves `transport="aiohttp"` and any client whose base URL is reached through a proxy from
+the environment; httpx serves `transport="httpx"` and tests that script exact answers with
+`httpx.MockTransport`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Awaitable, Callable, Mapping, Protocol, TypeVar
 
 import httpx
 
-from . import errors
+from . import errors, http1
 from .config import Settings
 
 log = logging.getLogger("connectors.client")
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class RawResponse:
-    status: int
-    headers: Mapping[str, str]  # lower-case names
-    content: bytes
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop where it is installed (Linux, macOS), else asyncio's own.
+
+    Measured (docs/benchmarks.md): the same fetch spends about a third less CPU per call on uvloop; every
+    callback, future and timer of a call is the loop's, and uvloop makes them in C.
+    """
+    try:
+        import uvloop
+    except ImportError:  # Windows: no uvloop
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def run_calls(work: Awaitable[T]) -> T:
+    """`asyncio.run(work)` on `new_event_loop()`: how a fetch task runs its chunk's calls."""
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(work)  # type: ignore[arg-type]  # a coroutine, as asyncio.run takes
+
+
+RawResponse = http1.Response  # status, headers (lower-case names), content: what every session gives back
 
 
 class HttpSession(Protocol):
@@ -147,9 +166,55 @@ class HttpxSession:
         await self._client.aclose()
 
 
+class Http1Session:
+    """HTTP/1.1 written and parsed here (connectors/http1.py): the default. Its pool is made on first use,
+    inside the running loop."""
+
+    def __init__(self, settings: Settings, clean: Clean) -> None:
+        t = settings.timeout
+        self._pool = http1.Pool(settings.base_url or "", limit=settings.max_connections, connect=t.connect,
+                                pool=t.pool, read=t.read)
+        self._base_url = settings.base_url
+        self._clean = clean
+        self._head = http1.fixed_headers(self._pool, settings.user_agent)
+        self._quoted: dict[str, str] = {}  # query values encoded before
+
+    async def send(self, method: str, path: str, params: Mapping[str, str], headers: Mapping[str, str],
+                   body: Any, endpoint: str) -> RawResponse:
+        target = f"{self._pool.prefix}{path}?{http1.query_string(params, self._quoted)}" if params else f"{self._pool.prefix}{path}"
+        data = json.dumps(body).encode() if body is not None else None
+        try:
+            answer = await self._pool.send(http1.request_bytes(method, target, self._head, headers, data))
+        except http1.SentError as failed:
+            raise self._error(failed.error, path, endpoint, sent=True) from None
+        except (OSError, TimeoutError) as exc:  # no connection: nothing reached the service
+            raise self._error(exc, path, endpoint, sent=False) from None
+        if log.isEnabledFor(logging.INFO):
+            log.info(self._clean(f'HTTP Request: {method} {self._base_url}{target} "{answer.status}"'))
+        return answer
+
+    def _error(self, exc: BaseException, path: str, endpoint: str, *, sent: bool) -> errors.APIConnectionError:
+        if isinstance(exc, TimeoutError):
+            error: errors.APIConnectionError = errors.APITimeoutError(
+                self._clean(f"timeout calling {path}: {exc or 'no connection in time'}"), endpoint=endpoint)
+        else:
+            error = errors.APIConnectionError(self._clean(f"{type(exc).__name__} calling {path}: {exc}"), endpoint=endpoint)
+        error.sent = sent
+        return error
+
+    async def aclose(self) -> None:
+        self._pool.close()
+
+
+TRANSPORTS = ("http1", "aiohttp", "httpx")
+
+
 def open_session(settings: Settings, clean: Clean, transport: httpx.AsyncBaseTransport | None = None) -> HttpSession:
     if transport is not None or settings.transport == "httpx":
         return HttpxSession(settings, clean, transport)
-    if settings.transport == "aiohttp":
+    # A proxy from the environment is aiohttp's to speak to (http1 connects to the service only).
+    if settings.transport == "aiohttp" or (settings.transport == "http1" and _proxy_for(settings.base_url or "")):
         return AiohttpSession(settings, clean)
-    raise ValueError(f"unknown transport {settings.transport!r}: use 'aiohttp' or 'httpx'")
+    if settings.transport == "http1":
+        return Http1Session(settings, clean)
+    raise ValueError(f"unknown transport {settings.transport!r}: use one of {', '.join(TRANSPORTS)}")

@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 from fleet_data.tasks.control.faults import EnvironmentFault
 from fleet_data.tasks.settings import SettingsError
 
-from .exitcodes import BUG, BUSY, CANCELLED, NO_SPACE, PARTIAL, REFUSED, STORE_LOST, USAGE
+from .exitcodes import BUG, BUSY, CANCELLED, NO_MEMORY, NO_SPACE, PARTIAL, REFUSED, STORE_LOST, USAGE
 
 KINDS = {USAGE: "usage", BUG: "bug", BUSY: "busy", REFUSED: "refused", PARTIAL: "partial", CANCELLED: "cancelled",
-         NO_SPACE: "no_space", STORE_LOST: "store_lost"}
+         NO_SPACE: "no_space", STORE_LOST: "store_lost", NO_MEMORY: "no_memory"}
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
 
 
@@ -231,6 +231,10 @@ def _creatable(path: Path, what: str) -> None:
 
 
 def readable_file(path: str, what: str) -> None:
+    from fleet_data.tasks.ingest.file_kind import not_regular  # the standard library only
+
+    if problem := not_regular(path):  # a FIFO, a device, a socket: read, it could wait for ever
+        raise CommandError(f"{what} {path}: {problem}")
     if not Path(path).is_file():
         raise CommandError(f"{what} {path}: no such file; check the path")
     if not os.access(path, os.R_OK):

@@ -19,7 +19,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
-from .exitcodes import BUG, NO_SPACE, STORE_LOST, USAGE
+from .exitcodes import BUG, NO_MEMORY, NO_SPACE, STORE_LOST, USAGE
 
 BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer its reader left (`| head`)
 RUNS = ("refresh", "backfill")  # the commands that hold a run, and end at once once it is stopped
@@ -131,6 +131,14 @@ def _print_error(message: str, code: int, as_json: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
+    from fleet_data.tasks.control.memory import OutOfMemory, check_start, lean_when_limited
+
+    lean_when_limited()  # before polars, Arrow or DuckDB load: under `ulimit -v` they must map only what they use
+    if _command(arguments) not in (None, "sandbox"):
+        try:
+            check_start()  # an address-space limit too low to load them: one line, not a crash in an import
+        except OutOfMemory as exc:
+            return _print_error(exc.reason, NO_MEMORY, "--json" in arguments)
     try:
         code = _main(arguments)
         sys.stdout.flush()  # here, not at exit: a reader that left is noticed where it can be handled
@@ -251,11 +259,15 @@ def _let_go(exc: BaseException | None) -> None:
 
 
 def machine_fault(exc: BaseException) -> tuple[int, str] | None:
-    """A fault of the machine, not a bug: (exit code, one line) for a full disk or a store or lock gone; else None."""
+    """A fault of the machine, not a bug: (exit code, one line) for a full disk, a store or lock gone, or an
+    allocation refused; else None."""
+    from fleet_data.tasks.control import memory
     from fleet_data.tasks.control.resources import STORE_LOST as LOST, ResourceLost, full_disk_error
 
     if isinstance(exc, ResourceLost):
         return (STORE_LOST if exc.kind == LOST else NO_SPACE), exc.reason
+    if (allocation := memory.refused(exc)) is not None:  # an OutOfMemory, or an allocation refused anywhere
+        return NO_MEMORY, memory.out_of_memory_line(allocation)
     refused = full_disk_error(exc)
     if refused is None:
         return None

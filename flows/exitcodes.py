@@ -1,6 +1,6 @@
 """What every `fleet` command's exit code means: one table, read by cron, Prefect and the README.
 
-Codes 3-7 are the run's outcome when it ended without a usage error; 75 is the lock's (flows/locking.py).
+Codes 3-8 are the run's outcome when it ended without a usage error; 75 is the lock's (flows/locking.py).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ CANCELLED = 5  # SIGTERM/SIGINT: no new call started, what was fetched lands (no
 NO_SPACE = 6  # a disk the run writes (store, staging, lake) was full or nearly: it stopped calling, landed what it
 # had and ended `failed`, not published; free space and run again: nothing paid is bought twice
 STORE_LOST = 7  # the working store or the lock file was deleted or replaced during the run: stopped, not published
+NO_MEMORY = 8  # not enough memory: the address-space limit is below what the command needs to start, or an
+# allocation was refused while reading, planning or landing the roster: one line, nothing paid is bought twice
 BUSY = 75  # EX_TEMPFAIL: another run holds the database (see --wait), by our lock or by DuckDB's
 
 BY_STATUS = {"completed": COMPLETED, "planned": COMPLETED, "partial": PARTIAL, "refused": REFUSED,

@@ -41,7 +41,8 @@ from prefect.futures import PrefectFuture
 
 from fleet_data.tasks.control import progress
 from fleet_data.tasks.steps.refresh_tasks import FetchAccess, fetch_staged_chunk, land_staged_chunk
-from fleet_data.tasks.plan.due import read_slice
+from fleet_data.tasks.plan.due import due_rows
+from fleet_data.tasks.run.context import current
 from fleet_data.tasks.staging.area import StagingArea, is_remote, reach
 
 
@@ -52,6 +53,8 @@ class Fetchers:
     dask: str | None = None
     retry_window: float | None = None  # the run's (tasks/control/retry_window.py), wherever its chunks run
     pids: set[int] = field(default_factory=set)  # the processes that fetched (the summary's `fetched_in`)
+    # History lands in this run: a valuation chunk reads its mileage again as it starts (tasks/plan/due.py due_rows).
+    mileage_moves: bool = False
     _stack: ExitStack = field(default_factory=ExitStack)
     _runner: Any = None
     _access: FetchAccess | None = None
@@ -92,7 +95,9 @@ class Fetchers:
     def submit(self, dataset: str, due_path: str | None, offset: int, length: int, concurrency: int,
                budget: int | None) -> PrefectFuture:
         assert due_path is not None  # only a dataset with something due has chunks
-        parameters = dict(run_id=self.run_id, dataset=dataset, rows=read_slice(due_path, offset, length), offset=offset,
+        store = current(self.run_id).store if self.mileage_moves else None
+        rows = due_rows(store, dataset, due_path, offset, length)  # read as the chunk starts
+        parameters = dict(run_id=self.run_id, dataset=dataset, rows=rows, offset=offset,
                           length=length, concurrency=concurrency, budget_left=budget, access=self._access)
         if self._runner is None:
             return fetch_staged_chunk.submit(**parameters)  # type: ignore[call-overload]

@@ -19,7 +19,7 @@ from fleet_data.flows.naming import as_flow_run, records_failure, run_name
 from fleet_data.flows.processes import die_with_parent_process
 
 from fleet_data.tasks.datasets import LiveNames, names
-from fleet_data.tasks.plan.due import Plan
+from fleet_data.tasks.plan.due import Plan, declaration
 from fleet_data.tasks.settings import RefreshOptions
 from fleet_data.tasks.control.resources import halted
 from fleet_data.tasks.control.stops import CANCELLED, for_run
@@ -38,8 +38,15 @@ from fleet_data.tasks.steps.refresh_tasks import (
     resolve_plates,
 )
 
-# Specs first, the batch-checked recalls next, then every other dataset in the registry's order.
-ORDER = LiveNames(lambda: ["specs", "recalls", *(n for n in names() if n not in ("specs", "recalls"))])
+# Specs first, the batch-checked recalls next, history before the valuations (its odometers are the mileage they
+# ask with: the view vehicle_mileage), then every other dataset in the registry's order.
+ORDER = LiveNames(lambda: ["specs", "recalls", "history", *(n for n in names() if n not in ("specs", "recalls", "history"))])
+
+
+def waits_for_history(dataset: str, lanes: dict[str, deque], fetching: set[str]) -> bool:
+    """A dataset asking a mileage (valuations) starts once the run's history has landed: its chunks then read the
+    mileage again (tasks/plan/due.py `due_rows`), so a vehicle's first valuation asks with its best one."""
+    return declaration(dataset).asks_mileage and (bool(lanes.get("history")) or "history" in fetching)
 
 
 def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetchers: Fetchers, plan: Plan,
@@ -57,6 +64,8 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
 
     def fill(dataset: str) -> None:
         counts, chunks = summary["datasets"][dataset], lanes[dataset]
+        if waits_for_history(dataset, lanes, {d for d, _ in running.tags()}):
+            return
         while chunks and sum(d == dataset for d, _ in running.tags()) < fetchers.chunks_in_flight:
             offset, length = chunks.popleft()
             if counts["stop_reason"] or _stopped(fetchers.run_id):
@@ -79,6 +88,8 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
         fill(dataset)  # the next chunk fetches while this one lands
         if not cancelled(fetchers.run_id):  # stopped: the answers stay journalled; the next run lands them
             fetchers.land(dataset, staged)
+        for waiting in lanes:  # the history's last chunk landed: the valuations start
+            fill(waiting)
 
 
 def _leave_pending(counts: dict[str, Any], length: int, reason: str = CANCELLED) -> None:
@@ -181,12 +192,13 @@ def _fetch(plan: Plan, options: RefreshOptions, summary: dict[str, Any], fetcher
            budget: int | None) -> int | None:
     """Every per-VIN dataset's chunks: side by side without a budget, else one task at a time."""
     lanes = {d: deque(plan.datasets[d].chunks(options.chunk_size)) for d in ORDER if d in plan.datasets and d != "recalls"}
+    fetchers.mileage_moves = bool(lanes.get("history"))  # the odometers valuations may ask with land in this run
     if options.max_units is None:
         fetch_side_by_side(lanes, summary, fetchers, plan, options.concurrency)
         return budget
     while any(lanes.values()):  # one chunk of each dataset in turn, each task seeing the budget left
         for dataset, chunks in lanes.items():
-            if not chunks:
+            if not chunks or waits_for_history(dataset, lanes, set()):
                 continue
             offset, length = chunks.popleft()
             counts = summary["datasets"][dataset]

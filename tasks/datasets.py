@@ -87,23 +87,42 @@ KM_PER_MILE = 1.609344
 
 
 def valuation_request(row: Mapping[str, Any]) -> dict[str, Any]:
-    """What a valuation is asked with, by the spec's rules for `/v2/marketvalue`.
+    """What a valuation is asked with, by the spec's rules for `/v2/marketvalue`, and where that came from.
 
-    `state` only when it is a US state (a Canadian province is not one). A vehicle registered in a
-    Canadian province is Canadian: its mileage goes in kilometres, any other's in miles, converted
-    from the unit the fleet file gave (`mileage_unit`, miles when it says nothing). The condition
-    as the file gave it (ingest keeps only the spec's values), none otherwise: nothing is assumed.
-    `mileage_unit` is ours (recorded with the valuation), not a parameter of the service.
+    The spec's only region is `state`, "optional US state": sent only for a US state, never a Canadian
+    province. A vehicle whose market is Canada (tasks/ingest/markets.py: the file's country, else its
+    province) is valued in kilometres, any other in miles ("miles in the US, kilometers in Canada"): the
+    mileage is converted from the unit the fleet file gave (`mileage_unit`). A unit the file does not give
+    is miles for a vehicle not known to be Canadian (the service's default market); for a Canadian one it
+    cannot be known, so no mileage is sent (the plan counts and names those vehicles: `mileage_unit_unknown`).
+    The condition as the file gave it (ingest keeps only the spec's values), none otherwise: nothing is assumed.
+    `mileage_unit`, `mileage_source` (fleet_file or history: the view `vehicle_mileage`) and `country` are ours
+    (recorded with the valuation), not parameters of the service.
     """
     state = str(row.get("state") or "").strip().upper()
-    mileage, unit = row.get("mileage"), None
-    if mileage is not None:
-        unit = "km" if state in CANADIAN_PROVINCES else "mi"
+    canadian = _canadian(row)
+    country = "CA" if canadian else "US" if row.get("market") == "US" or state in US_STATES else None
+    mileage, unit, source = row.get("mileage"), None, row.get("mileage_source")
+    if mileage is not None and not mileage_unit_unknown(row):
+        unit = "km" if canadian else "mi"
         given = row.get("mileage_unit") or "mi"
         if given != unit:
             mileage = round(mileage * KM_PER_MILE if unit == "km" else mileage / KM_PER_MILE)
+    else:
+        mileage = source = None
     return {"state": state if state in US_STATES else None, "mileage": mileage, "mileage_unit": unit,
-            "condition": row.get("condition") or None}
+            "condition": row.get("condition") or None, "mileage_source": source, "country": country}
+
+
+def _canadian(row: Mapping[str, Any]) -> bool:
+    """Registered in Canada: its market (tasks/ingest/markets.py), else a row's province."""
+    market = row.get("market")
+    return market == "CA" or (market is None and str(row.get("state") or "").strip().upper() in CANADIAN_PROVINCES)
+
+
+def mileage_unit_unknown(row: Mapping[str, Any]) -> bool:
+    """A mileage whose unit cannot be known: a Canadian vehicle's, the file saying neither miles nor km."""
+    return row.get("mileage") is not None and not row.get("mileage_unit") and _canadian(row)
 
 
 def _value_params(vin: str, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -138,8 +157,9 @@ REGISTRY: dict[str, Dataset] = {
                 tables=(Table("market_values", key=("vin", "valued_on", "state", "mileage", "mileage_unit",
                                                     "condition")),
                         # The trade-in values of the months before it that every answer carries: the
-                        # fleet's value trend from the first run (the valuation resolves the failure).
-                        Table("trade_in_history", key=("vin", "month"), resolves_failures=False))),
+                        # fleet's value trend from the first run (the valuation resolves the failure). Each
+                        # answer's months are kept as observed (appended): a later answer restates them.
+                        Table("trade_in_history", key=("vin", "month", "fetched_at"), resolves_failures=False))),
         # US: the report is title records ("junkAndSalvageInformation", "brandsInformation",
         # "currentTitleInformation"), which US states keep; the issue lists it with the US-only services.
         Dataset("history", "history", lambda c, vin, row: c.history(vin), markets=frozenset({"US"}),

@@ -1,6 +1,8 @@
 -- One row per VIN and campaign, with first/last seen; a campaign seen again after closing reopens. First, last and
 -- after are in the order answers arrived, (run_seq, fetched_at): run_seq is that of the latest run that saw it.
--- `matched_by` is that of the latest sighting: a VIN lookup confirms, a model list only makes likely.
+-- `matched_by` ranks the evidence: the VIN's own answer (`vin`) confirms, a year/make/model list (`model`) only
+-- makes likely. A model list never downgrades an open campaign confirmed for the VIN, and closes only what no
+-- VIN-level answer confirmed (sql/landing/recall_checks.sql): a cheaper run never drops a vehicle to park.
 UPDATE incoming SET first_seen_at = fetched_at, first_seen_run_id = run_id, last_seen_at = fetched_at, closed_at = NULL,
     matched_by = coalesce(matched_by, 'vin');
 
@@ -18,7 +20,9 @@ WHEN MATCHED THEN UPDATE SET
     consequence = CASE WHEN (s.run_seq, s.fetched_at) >= (t.run_seq, t.last_seen_at) THEN s.consequence ELSE t.consequence END,
     remedy = CASE WHEN (s.run_seq, s.fetched_at) >= (t.run_seq, t.last_seen_at) THEN s.remedy ELSE t.remedy END,
     notes = CASE WHEN (s.run_seq, s.fetched_at) >= (t.run_seq, t.last_seen_at) THEN s.notes ELSE t.notes END,
-    matched_by = CASE WHEN (s.run_seq, s.fetched_at) >= (t.run_seq, t.last_seen_at) THEN s.matched_by ELSE t.matched_by END,
+    matched_by = CASE WHEN (s.run_seq, s.fetched_at) < (t.run_seq, t.last_seen_at) THEN t.matched_by
+                      WHEN s.matched_by = 'model' AND t.matched_by = 'vin' AND t.closed_at IS NULL THEN 'vin'
+                      ELSE s.matched_by END,
     first_seen_run_id = CASE WHEN (s.run_seq, s.fetched_at) < (coalesce((SELECT r.run_seq FROM runs AS r
                                  WHERE r.run_id = t.first_seen_run_id), 0), t.first_seen_at)
                              THEN s.run_id ELSE t.first_seen_run_id END,
@@ -37,12 +41,16 @@ WHEN MATCHED THEN UPDATE SET
     run_seq = greatest(t.run_seq, s.run_seq)
 WHEN NOT MATCHED THEN INSERT BY NAME;
 
--- A newer complete check that no longer listed the campaign closes it again.
+-- A newer complete check that no longer listed the campaign closes it again: any for a campaign only likely,
+-- one for the VIN (its lookup, or a batch count of 0) for a confirmed one.
 UPDATE recalls AS r
-SET closed_at = c.fetched_at
+SET closed_at = CASE WHEN r.matched_by = 'model' THEN c.listed_at ELSE c.vin_listed_at END
 FROM (
-    SELECT vin, run_seq, fetched_at FROM recall_checks WHERE campaigns_listed
-    QUALIFY row_number() OVER (PARTITION BY vin ORDER BY run_seq DESC, fetched_at DESC) = 1
+    SELECT vin, max(run_seq) AS listed_seq, arg_max(fetched_at, (run_seq, fetched_at)) AS listed_at,
+           max(run_seq) FILTER (WHERE checked_via <> 'model') AS vin_listed_seq,
+           arg_max(fetched_at, (run_seq, fetched_at)) FILTER (WHERE checked_via <> 'model') AS vin_listed_at
+    FROM recall_checks WHERE campaigns_listed GROUP BY vin
 ) AS c
-WHERE r.vin = c.vin AND r.vin IN (SELECT vin FROM incoming)
-  AND r.closed_at IS NULL AND (r.run_seq, r.last_seen_at) < (c.run_seq, c.fetched_at);
+WHERE r.vin = c.vin AND r.vin IN (SELECT vin FROM incoming) AND r.closed_at IS NULL
+  AND CASE WHEN r.matched_by = 'model' THEN (r.run_seq, r.last_seen_at) < (c.listed_seq, c.listed_at)
+           ELSE (r.run_seq, r.last_seen_at) < (c.vin_listed_seq, c.vin_listed_at) END;

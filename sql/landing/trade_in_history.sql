@@ -1,15 +1,13 @@
--- One value per VIN and month: the newest answer's (a later valuation restates the months before it); an older
--- answer landing late never replaces a newer one (older in the order answers arrived: run_seq, then fetched_at).
+-- Every answer's months as observed: one row per VIN, month and answer (its fetched_at), appended. A later
+-- answer restating a month is another observation, never an overwrite; the same answer landed again (a replayed
+-- journal, a re-parse) is the same rows: only what a re-parse reads differently is updated.
 MERGE INTO trade_in_history AS t
 USING (
-    SELECT * FROM incoming
-    QUALIFY row_number() OVER (PARTITION BY vin, month ORDER BY fetched_at DESC) = 1
+    SELECT * FROM incoming QUALIFY row_number() OVER (PARTITION BY vin, month, fetched_at ORDER BY run_id DESC) = 1
 ) AS s
-ON t.vin = s.vin AND t.month = s.month
--- The same figure again (a forced refresh, a replayed journal, a re-parse): only the receipt moves on.
-WHEN MATCHED AND (s.run_seq, s.fetched_at) >= (t.run_seq, t.fetched_at)
-         AND row(s.trade_in, s.valued_on, s.state, s.mileage, s.mileage_unit, s.condition)
-             IS NOT DISTINCT FROM row(t.trade_in, t.valued_on, t.state, t.mileage, t.mileage_unit, t.condition)
-    THEN UPDATE SET run_id = s.run_id, fetched_at = s.fetched_at, run_seq = s.run_seq, service = s.service
-WHEN MATCHED AND (s.run_seq, s.fetched_at) >= (t.run_seq, t.fetched_at) THEN UPDATE
+ON t.vin = s.vin AND t.month = s.month AND t.fetched_at = s.fetched_at
+WHEN MATCHED AND row(s.trade_in, s.valued_on, s.state, s.mileage, s.mileage_unit, s.condition, s.mileage_source)
+                 IS DISTINCT FROM row(t.trade_in, t.valued_on, t.state, t.mileage, t.mileage_unit, t.condition,
+                                      t.mileage_source)
+    THEN UPDATE
 WHEN NOT MATCHED THEN INSERT BY NAME;

@@ -5,6 +5,8 @@
 -- what holds now (lien_theft_records: a theft not recovered, a lien not released), not any past event:
 -- *_undecided are vehicles whose records cannot tell (a release or recovery without a date or a name);
 -- theft_vehicles and lien_vehicles count any record ever, for the detail line.
+-- Unknown is not zero: a figure whose dataset no roster vehicle has an answer for is NULL (the report shows "–"),
+-- not 0; *_checked say how many vehicles the figure covers (an empty roster is 0 of 0: nothing unknown).
 WITH overview AS (
     SELECT
         count(*) AS vehicles,
@@ -13,11 +15,20 @@ WITH overview AS (
         CAST(sum(retail) AS DOUBLE) AS total_retail,
         CAST(sum(trade_in) AS DOUBLE) AS total_trade_in,
         max(valued_on) AS latest_valued_on,
-        CAST(coalesce(sum(open_recall_count), 0) AS BIGINT) AS open_recalls,
-        count(*) FILTER (WHERE open_recall_count > 0) AS vehicles_with_open_recalls,
-        count(*) FILTER (WHERE len(title_brands) > 0) AS title_branded_vehicles,
-        count(*) FILTER (WHERE stolen_not_recovered) AS stolen_vehicles,
-        count(*) FILTER (WHERE active_liens > 0) AS active_lien_vehicles
+        count(open_recall_count) AS recalls_checked,
+        count(title_brands) AS history_checked,
+        count(active_liens) AS lien_theft_checked,
+        CASE WHEN count(*) = 0 THEN 0 ELSE CAST(sum(open_recall_count) AS BIGINT) END AS open_recalls,
+        CASE WHEN count(*) = 0 OR count(open_recall_count) > 0
+             THEN count(*) FILTER (WHERE open_recall_count > 0) END AS vehicles_with_open_recalls,
+        CASE WHEN count(*) = 0 OR count(title_brands) > 0
+             THEN count(*) FILTER (WHERE len(title_brands) > 0) END AS title_branded_vehicles,
+        CASE WHEN count(*) = 0 OR count(active_liens) > 0
+             THEN count(*) FILTER (WHERE stolen_not_recovered) END AS stolen_vehicles,
+        CASE WHEN count(*) = 0 OR count(active_liens) > 0
+             THEN count(*) FILTER (WHERE active_liens > 0) END AS active_lien_vehicles,
+        -- Whether any vehicle's recalls were checked (to park: known only then).
+        count(*) = 0 OR count(recall_status) FILTER (WHERE recall_status <> 'not_checked') > 0 AS recalls_known
     FROM vehicle_overview
 ), listed AS (
     SELECT count(*) FILTER (WHERE matched_by = 'vin') AS listed_open_recalls
@@ -43,4 +54,7 @@ WITH overview AS (
         GROUP BY vin
     )
 )
-SELECT * FROM overview, listed, park, lien_theft;
+SELECT * EXCLUDE (recalls_known, vehicles_to_park, likely_to_park),
+       CASE WHEN recalls_known THEN vehicles_to_park END AS vehicles_to_park,
+       CASE WHEN recalls_known THEN likely_to_park END AS likely_to_park
+FROM overview, listed, park, lien_theft;

@@ -1,11 +1,13 @@
 -- /v2/marketvalue answers -> `market_values` rows (connectors/models/market_value.py,
--- staging.market_values_frame). Keyed by the day (UTC) and what was asked (the staged `request`). The body is
--- parsed once (json_transform) into the members read.
+-- staging.market_values_frame). Keyed by the day (UTC) and what was asked (the staged `request`, which also
+-- says where its mileage came from). The body is parsed once (json_transform) into the members read.
 SELECT vin, CAST(timezone('UTC', fetched_at) AS DATE) AS valued_on,
     request->>'state' AS state, TRY_CAST(request->>'mileage' AS BIGINT) AS mileage,
     -- Stored answers from before units were recorded were asked in miles.
     coalesce(nullif(request->>'mileage_unit', ''), CASE WHEN request->>'mileage' IS NOT NULL THEN 'mi' END) AS mileage_unit,
     request->>'condition' AS condition,
+    -- Where the mileage came from (fleet_file | history) and the market its unit follows: tasks/datasets.py.
+    request->>'mileage_source' AS mileage_source, request->>'country' AS country,
     CAST(shred_int(b.model_year) AS INTEGER) AS model_year, shred_text(b.make) AS make,
     shred_text(b.model) AS model, shred_text(b.series) AS series, shred_text(b.style) AS style,
     shred_text(b.uvc) AS uvc, shred_day(b.publish_date) AS publish_date,

@@ -49,3 +49,14 @@ CREATE OR REPLACE MACRO latest_reading(records) AS
                    odometer: odometer_number(coalesce(e.f[4], e.f[5], e.f[6])),
                    unit: odometer_unit_code(coalesce(e.f[7], e.f[8]))}),
         lambda x: x.reading_date IS NOT NULL AND x.odometer IS NOT NULL AND x.unit IS NOT NULL));
+
+-- Whether a recall's remedy is available, read from the campaign's `remedy` text (the service sends no flag):
+-- false when it says the remedy is not available yet (under development, interim notices), true when it
+-- describes one, NULL when the service gave no remedy text.
+CREATE OR REPLACE MACRO remedy_available(remedy) AS
+    CASE WHEN nullif(trim(remedy), '') IS NULL THEN NULL
+         WHEN regexp_matches(lower(remedy), 'not (yet )?(been )?(available|developed|finali[sz]ed|determined)|under development'
+                                            || '|no remedy|remedy (is )?(currently )?(being developed|pending|unavailable)'
+                                            || '|interim (notice|notification|letter)|when (the )?(a )?remedy (becomes|is) available')
+             THEN false
+         ELSE true END;

@@ -59,7 +59,9 @@ SELECT
     CASE WHEN lc.vin IS NOT NULL THEN coalesce(oc.likely, 0) END AS likely_recall_count,
     lc.fetched_at AS recalls_checked_at,
     h.title_brands, h.brands_record_count, h.vin_changed, h.fetched_at AS history_fetched_at,
-    coalesce(lt.lien_theft_events, 0) AS lien_theft_events, lt.lien_theft_event_types,
+    -- Events on record: 0 when lien/theft answered none, NULL when it was never answered (unknown, not zero).
+    CASE WHEN la.vin IS NOT NULL OR lt.vin IS NOT NULL THEN coalesce(lt.lien_theft_events, 0) END AS lien_theft_events,
+    lt.lien_theft_event_types,
     -- Park now: an open campaign confirmed for this VIN says park it or park outside. False when its latest
     -- check listed its campaigns (or counted none) and none says so; NULL when never checked, or when only a
     -- count is known (its campaigns not listed yet, or listed for its model only: see park_now_likely).

@@ -2,8 +2,8 @@
 -- column). Each roster vehicle counts with its latest valuation made on or before that month (a value
 -- carries forward until the next one), so a month without a refresh keeps the fleet whole; the months
 -- run from the first valuation to the current one, whose figures are today's value. Before a vehicle's
--- first valuation, the months its answers listed in `trade_in_values` (trade_in_history) count with that
--- month's trade-in value alone (the service sends no retail or loan value for them): six months of trend
+-- first valuation, the months its answers listed in `trade_in_values` (trade_in_history, as first observed)
+-- count with that month's trade-in value alone (the service sends no retail or loan value for them): six months of trend
 -- from the first run.
 CREATE OR REPLACE VIEW fleet_value_by_month AS
 WITH monthly AS (
@@ -25,9 +25,10 @@ first_valued AS (
     SELECT vin, min(valued_month) AS first_month, arg_min(make, valued_month) AS make FROM monthly GROUP BY vin
 ),
 history AS (
-    -- The service's trade-in values of the months before the vehicle's first valuation.
+    -- The service's trade-in values of the months before the vehicle's first valuation, as first observed
+    -- (trade_in_by_month: a later answer's restatement does not rescale the past).
     SELECT h.vin, h.month, h.trade_in, f.make
-    FROM trade_in_history AS h
+    FROM trade_in_by_month AS h
     SEMI JOIN vehicles AS v ON v.vin = h.vin
     LEFT JOIN first_valued AS f USING (vin)
     WHERE f.first_month IS NULL OR h.month < f.first_month

@@ -10,6 +10,7 @@ refusal, a cancellation or a pause, no new call starts, and a retry waits withou
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 # The declarations live in the registry (tasks/datasets.py); these names stay importable from here.
 
 MAX_UNITS = "max-units reached"
+PROGRESS_SECONDS = 0.1  # how often settled VINs are told to the run's progress, at most
 
 
 async def fetch_chunk(
@@ -66,10 +68,13 @@ async def fetch_chunk(
         return ChunkResult(dataset, pending=[j.item["vin"] for j in jobs], stop_reason=stopped_before)
     chunk = _Chunk(spec, dataset, calls, journal, estimate_units(spec.endpoint, spec.request(jobs[0].item) if jobs else {}))
     chunk.scheduler.add(jobs, follows=follows)
-    async with AsyncVehicleDataClient(calls.settings, on_call=chunk.observe,
-                                      on_send=chunk.sending if journal is not None else None) as client:  # scheduled: never waits in place
-        chunk.client = client
-        await chunk.scheduler.run(chunk.attempt, chunk.stopped, hand_off=lane.hand_off if lane else None)
+    try:
+        async with AsyncVehicleDataClient(calls.settings, on_call=chunk.observe,
+                                          on_send=chunk.sending if journal is not None else None) as client:  # scheduled: never waits in place
+            chunk.client = client
+            await chunk.scheduler.run(chunk.attempt, chunk.stopped, hand_off=lane.hand_off if lane else None)
+    finally:
+        chunk.report()
     for job in chunk.scheduler.handed_off:
         chunk.result.handed_off.append(job.item["vin"])
         chunk.release(job.item["vin"])
@@ -89,6 +94,8 @@ class _Chunk:
         self.reserved: set[str] = set()  # VINs whose units this chunk holds in the budget
         self.passes: dict[str, Pass] = {}  # VIN -> its attempt's leave to start, until the first answer settles it
         self.settling: dict[str, tuple] = {}  # VIN -> its last call, journalled with the answer it settles
+        self._settled = 0  # VINs settled and not yet told to `calls.progress`
+        self._told = time.monotonic()
 
     def sending(self, intent: CallIntent) -> None:
         """Before the attempt goes out: journalled, so a kill while it is in flight leaves it in the ledger."""
@@ -108,6 +115,11 @@ class _Chunk:
             else:
                 self.settling[record.vin] = call
 
+    def _answered_at(self, vin: str) -> datetime:
+        """When the VIN's answer came: the time its call was recorded at (a moment ago), else now."""
+        call = self.settling.get(vin)
+        return call[2] if call is not None else _now()
+
     def settled(self, vin: str, outcome: str, at: datetime, **answer: Any) -> None:
         if self.journal is not None:
             self.journal.answer(self.settling.pop(vin, None), vin, outcome, at, **answer)
@@ -120,7 +132,17 @@ class _Chunk:
 
     def done(self, vin: str) -> None:
         self.release(vin)
-        self.calls.progress(1)
+        self._settled += 1
+        if (now := time.monotonic()) - self._told >= PROGRESS_SECONDS:
+            self._told = now
+            self.report()
+
+    def report(self) -> None:
+        """Tell `calls.progress` the VINs settled since it was last told: a few times a second, not per VIN
+        (a terminal's progress bar takes a lock and redraws on each)."""
+        if self._settled:
+            settled, self._settled = self._settled, 0
+            self.calls.progress(settled)
 
     def stopped(self, job: Job[Mapping[str, Any]], reason: str) -> None:
         self.result.stop_reason = self.result.stop_reason or reason
@@ -153,7 +175,7 @@ class _Chunk:
             # shreds them in SQL (tasks/land/shred.py).
             answered = await self.client.request(spec.endpoint, spec.params(vin, row), raw=True)
             answer = raw_answer(spec, answered.body, answered.raw)
-            at = _now()
+            at = self._answered_at(vin)
             result.found.append((vin, answer, at))
             result.requests[vin] = asked = spec.request(row)
             self.settled(vin, "found", at, body=answer, request=asked)

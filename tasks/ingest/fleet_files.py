@@ -29,7 +29,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from fleet_data.tasks.ingest.vins import MISSING, WRONG_LENGTH, normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
+from fleet_data.tasks.control import memory
+from fleet_data.tasks.ingest.file_kind import not_regular
+from fleet_data.tasks.ingest.vins import MISSING, NOT_TEXT, WRONG_LENGTH, normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
 
 CSV_SUFFIXES = {".csv", ".tsv", ".txt", ".tab"}
 PARQUET_SUFFIXES = {".parquet", ".pq"}
@@ -171,17 +173,21 @@ def expand_paths(paths: Sequence[str | Path] | str | Path) -> tuple[list[Path], 
         text = str(item)
         path = Path(text)
         if path.is_dir():
-            for child in sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")):
-                if child.suffix.lower() in CSV_SUFFIXES | PARQUET_SUFFIXES:
+            for child in sorted(p for p in path.iterdir() if not p.name.startswith(".") and not p.is_dir()):
+                if child.is_file() and child.suffix.lower() in CSV_SUFFIXES | PARQUET_SUFFIXES:
                     files.append(child)
-                else:
+                else:  # a FIFO, a device or a socket among them is listed, never opened
                     skipped.append(str(child))
             if not any(f.parent == path for f in files):
                 raise FleetFileError(path, "folder holds no CSV or Parquet files: point at the fleet file itself or put it there")
         elif path.exists():
+            if problem := not_regular(path):  # opened, a FIFO would wait for a writer for ever
+                raise FleetFileError(path, problem)
             files.append(path)
         elif globbing.has_magic(text):
-            matched = sorted(Path(p) for p in globbing.glob(text, recursive=True) if Path(p).is_file())
+            found = sorted(Path(p) for p in globbing.glob(text, recursive=True) if not Path(p).is_dir())
+            matched = [p for p in found if p.is_file()]
+            skipped += [str(p) for p in found if not p.is_file()]
             if not matched:
                 raise FleetFileError(text, "no files match this pattern: check the pattern and the folder")
             files.extend(matched)
@@ -465,6 +471,14 @@ def _text_column(series: pl.Series) -> pl.Series:
         return pl.Series(series.name, [None if v is None else str(v) for v in series], pl.String)
 
 
+TEXT_TYPES = (pl.String, pl.Binary, pl.Categorical, pl.Enum, pl.Null)  # a VIN column of any other type holds no VIN
+
+
+def _holds_no_text(dtype: pl.DataType) -> bool:
+    """A typed file's VIN column of numbers, dates or booleans (a CSV's columns are all text)."""
+    return not isinstance(dtype, NESTED) and not any(dtype == kind or isinstance(dtype, kind) for kind in TEXT_TYPES)
+
+
 def _as_text(frame: pl.DataFrame, path: Path, vin_name: str) -> pl.DataFrame:
     """Every column as text, so Parquet and CSV rows validate alike; a nested VIN column is refused."""
     vin_type = frame.schema[vin_name]
@@ -588,6 +602,7 @@ def _read_file(path: Path, vin_column: str | None, pieces: _Pieces) -> None:
     for frame in slices:
         if vin_name == NO_VIN_COLUMN:
             frame = frame.with_columns(pl.lit(None, pl.String).alias(NO_VIN_COLUMN))
+        not_text = _holds_no_text(frame.schema[vin_name])
         frame = _as_text(frame, path, vin_name)
         if not renames:
             renames = _roster_names(frame.columns, vin_name)
@@ -607,15 +622,16 @@ def _read_file(path: Path, vin_column: str | None, pieces: _Pieces) -> None:
         if template is None:
             template = frame.clear()
             pieces.templates.append(template)
-        _process_slice(frame, pieces)
+        _process_slice(frame, pieces, not_text=not_text)
     if blanks == read:  # no rows, or blank lines only
         raise FleetFileError(path, NO_ROWS)
     pieces.blank_rows += blanks
 
 
-def _process_slice(rows: pl.DataFrame, pieces: _Pieces) -> None:
+def _process_slice(rows: pl.DataFrame, pieces: _Pieces, *, not_text: bool = False) -> None:
     """Check one slice's VINs; each row goes to the accepted rows (collapsed once all are read), the
-    rejected rows or the rows waiting for a plate lookup."""
+    rejected rows or the rows waiting for a plate lookup. `not_text`: the file's VIN column holds numbers
+    (or dates, booleans), each cell refused as such whatever its digits spell."""
     # A VIN cell longer than RAW_VALUE_LIMIT is no VIN, however many spaces it holds: it is rejected as
     # wrong_length and kept cut short, so a 100 MB cell is neither copied ten times by the checks below
     # nor stored whole in rejected_rows.
@@ -630,10 +646,11 @@ def _process_slice(rows: pl.DataFrame, pieces: _Pieces) -> None:
     )
     rows = rows.with_columns(normalise_vin_expr("raw_vin").alias("vin"))
     rows = with_check_digit_valid(rows, "vin", "check_digit_valid")
+    by_rule = vin_reject_reason_expr("vin", "check_digit_valid")
+    if not_text:
+        by_rule = pl.when(pl.col("raw_vin").is_not_null()).then(pl.lit(NOT_TEXT)).otherwise(by_rule)
     rows = rows.with_columns(
-        pl.when(pl.col("_too_long")).then(pl.lit(WRONG_LENGTH))
-        .otherwise(vin_reject_reason_expr("vin", "check_digit_valid"))
-        .alias("reason")
+        pl.when(pl.col("_too_long")).then(pl.lit(WRONG_LENGTH)).otherwise(by_rule).alias("reason")
     ).drop("_too_long")
     pieces.rows_in += rows.height
     if "plate" in rows.columns:
@@ -685,13 +702,14 @@ def _mileage_number(expr: pl.Expr) -> pl.Expr:
 
 
 def _mileage_unit(header_unit: pl.Expr) -> pl.Expr:
-    """`km` or `mi`: what the cell says ("12 345 km"), else what its header says, else miles."""
+    """`km` or `mi`: what the cell says ("12 345 km"), else what its header says; null when neither says (a plain
+    number): the valuation decides by the vehicle's market (tasks/datasets.py `valuation_request`), never here."""
     # A plain number says no unit: its cell is left null here, so the unit regexes skip it.
     cell = pl.when(_plain_number(pl.col("mileage")).is_null()).then(pl.col("mileage")).str.strip_chars().str.to_lowercase()
     return (pl.when(_mileage_number(pl.col("mileage")).is_null()).then(None)
             .when(cell.str.contains(r"(km|kms|kilomet\w*)$")).then(pl.lit("km"))
             .when(cell.str.contains(r"mi(les)?$")).then(pl.lit("mi"))
-            .otherwise(pl.coalesce(header_unit, pl.lit("mi")))
+            .otherwise(header_unit)
             .alias("mileage_unit"))
 
 
@@ -722,6 +740,12 @@ def read_fleet(paths: Sequence[str | Path] | str | Path, vin_column: str | None 
     files, skipped = expand_paths(paths)
     if not files:
         raise FleetFileError(", ".join(map(str, paths if isinstance(paths, list) else [paths])), "no files to read")
+    with memory.guarded(memory.READ):  # an allocation refused while reading: one line, exit code 8
+        return _read_files(files, skipped, vin_column)
+
+
+def _read_files(files: list[Path], skipped: list[str], vin_column: str | None) -> IngestResult:
+    """`read_fleet`'s reading: every file slice by slice, then the roster collapsed from the VINs kept."""
     pieces = _Pieces()
     for path in files:
         _read_file(path, vin_column, pieces)

@@ -1,13 +1,17 @@
 """VIN normalisation and validation as polars expressions (vectorised, no row loops).
 
 Rules (ISO 3779 / 49 CFR 565):
-- normalise: trim, upper case, remove inner spaces, dashes and zero-width characters;
+- normalise: trim, upper case, remove inner spaces and dashes;
 - 17 characters from 0-9 and A-Z without I, O, Q;
 - position 9 is a check digit. It is mandatory for North American VINs (first
   character 1-5) and only advisory elsewhere (many European makers fill it
   with something else), so outside North America it is recorded, not enforced.
 
-Reject reasons form a fixed vocabulary, checked in this order, first match wins.
+Reject reasons form a fixed vocabulary, checked in this order, first match wins. A character that
+hides (a zero-width space, a BOM, a soft hyphen) or that looks like a VIN character without being one
+(a Cyrillic or Greek capital, a full-width digit) is named as such and never cleaned away: such a cell
+was not typed, it was pasted or forged, and a VIN "repaired" from it may not be the vehicle's.
+(`not_text`, a VIN column of numbers, is told by the file's column type: tasks/ingest/fleet_files.py.)
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ import polars as pl
 import pyarrow as pa
 
 MISSING = "missing"
+NOT_TEXT = "not_text"  # a typed file's VIN column of numbers, dates or booleans: a VIN is text
+INVISIBLE_CHARACTERS = "invisible_characters"
+CONFUSABLE_CHARACTERS = "confusable_characters"
 WRONG_LENGTH = "wrong_length"
 INVALID_CHARACTERS = "invalid_characters"
 CHECK_DIGIT = "check_digit"
-REJECT_REASONS = (MISSING, WRONG_LENGTH, INVALID_CHARACTERS, CHECK_DIGIT)
+REJECT_REASONS = (MISSING, NOT_TEXT, INVISIBLE_CHARACTERS, CONFUSABLE_CHARACTERS, WRONG_LENGTH, INVALID_CHARACTERS,
+                  CHECK_DIGIT)
 
 VIN_LENGTH = 17
 ALLOWED_PATTERN = r"^[A-HJ-NPR-Z0-9]{17}$"
@@ -48,10 +56,32 @@ _BLOCK = 262_144  # VINs per numpy block
 for _char, _value in TRANSLITERATION.items():
     _TRANSLITERATION_BY_BYTE[ord(_char)] = _value
 _ALLOWED_RE = re.compile(ALLOWED_PATTERN)
-# Spaces, dashes and the invisible characters a copy from a web page or a spreadsheet brings along
-# (zero-width space/joiners, word joiner, a stray BOM): none is ever part of a VIN.
-STRIP_PATTERN = r"[\s\-\u200b-\u200d\u2060\ufeff]+"
+# Spaces and dashes: people type them to read a VIN in groups.
+STRIP_PATTERN = r"[\s\-]+"
 _STRIP_RE = re.compile(STRIP_PATTERN)
+# Characters that do not show: zero-width space, joiners and word joiner, a BOM, a soft hyphen, direction
+# marks and embeddings, variation selectors, Hangul fillers, and the control characters.
+INVISIBLE_PATTERN = (r"[\x00-\x08\x0e-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+                     r"\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]")
+# Letters and digits of other scripts that look like a VIN's (Unicode's confusables for A-Z and 0-9 in
+# Cyrillic and Greek), what each passes for.
+LOOKALIKES = {
+    "\u0410": "A", "\u0412": "B", "\u0415": "E", "\u041a": "K", "\u041c": "M", "\u041d": "H", "\u041e": "O",
+    "\u0420": "P", "\u0421": "C", "\u0422": "T", "\u0425": "X", "\u0423": "Y", "\u04ae": "Y", "\u0405": "S",
+    "\u0406": "I", "\u0408": "J", "\u0417": "3", "\u0431": "6", "\u051a": "Q", "\u051c": "W", "\u04c0": "I",
+    "\u0430": "A", "\u0435": "E", "\u043e": "O", "\u0440": "P", "\u0441": "C", "\u0443": "Y", "\u0445": "X",
+    "\u0455": "S", "\u0456": "I", "\u0458": "J", "\u0501": "D", "\u051b": "Q", "\u051d": "W",
+    "\u0391": "A", "\u0392": "B", "\u0395": "E", "\u0396": "Z", "\u0397": "H", "\u0399": "I", "\u039a": "K",
+    "\u039c": "M", "\u039d": "N", "\u039f": "O", "\u03a1": "P", "\u03a4": "T", "\u03a5": "Y", "\u03a7": "X",
+    "\u03bf": "O", "\u03bd": "V", "\u03ba": "K", "\u03c1": "P", "\u03c7": "X",
+    # Upper-cased, these become ASCII (sharp s -> SS, dotless i -> I, long s -> S, ligatures): every such character.
+    "\u00df": "SS", "\u0131": "I", "\u017f": "S", "\ufb00": "FF", "\ufb01": "FI", "\ufb02": "FL", "\ufb03": "FFI",
+    "\ufb04": "FFL", "\ufb05": "ST", "\ufb06": "ST",
+}  # fmt: skip
+UPPER_INTO_ASCII = "[\u00df\u0131\u017f\ufb00-\ufb06]"
+# ... and the full-width forms and mathematical letters and digits (each a VIN character in disguise).
+CONFUSABLE_PATTERN = "[" + "".join(LOOKALIKES) + r"\uff10-\uff19\uff21-\uff3a\uff41-\uff5a\U0001d400-\U0001d7ff]"
+_INVISIBLE_RE, _CONFUSABLE_RE = re.compile(INVISIBLE_PATTERN), re.compile(CONFUSABLE_PATTERN)
 
 
 def _as_expr(vin: pl.Expr | str) -> pl.Expr:
@@ -59,8 +89,14 @@ def _as_expr(vin: pl.Expr | str) -> pl.Expr:
 
 
 def normalise_vin_expr(raw: pl.Expr | str) -> pl.Expr:
-    """Trimmed, upper-cased VIN without spaces or dashes; empty strings become null."""
-    cleaned = _as_expr(raw).cast(pl.String).str.replace_all(STRIP_PATTERN, "").str.to_uppercase()
+    """Trimmed, upper-cased VIN without spaces or dashes; empty strings become null.
+
+    A cell holding one of the few characters that upper-case into ASCII letters (a dotless i into I, a long s
+    into S, a ligature into two letters: `UPPER_INTO_ASCII`) is left as written, so it is refused for them.
+    """
+    text = _as_expr(raw).cast(pl.String)
+    cleaned = text.str.replace_all(STRIP_PATTERN, "").str.to_uppercase()
+    cleaned = pl.when(text.str.contains(UPPER_INTO_ASCII)).then(text).otherwise(cleaned)
     return cleaned.replace("", None)  # `when(empty).then(None).otherwise(cleaned)` cleaned each VIN twice
 
 
@@ -159,9 +195,14 @@ def vin_reject_reason_expr(vin: pl.Expr | str, check_digit_valid: pl.Expr | str 
     vin = _as_expr(vin)
     valid_digit = check_digit_valid_expr(vin) if check_digit_valid is None else _as_expr(check_digit_valid)
     not_allowed = ~vin.str.contains(ALLOWED_PATTERN) if check_digit_valid is None else valid_digit.is_null()
+    odd = pl.when(not_allowed).then(vin)  # the characters are looked at only where they are not a VIN's
     return (
         pl.when(vin.is_null())
         .then(pl.lit(MISSING))
+        .when(odd.str.contains(INVISIBLE_PATTERN))
+        .then(pl.lit(INVISIBLE_CHARACTERS))
+        .when(odd.str.contains(CONFUSABLE_PATTERN))
+        .then(pl.lit(CONFUSABLE_CHARACTERS))
         .when(vin.str.len_chars() != VIN_LENGTH)
         .then(pl.lit(WRONG_LENGTH))
         .when(not_allowed)
@@ -178,7 +219,8 @@ def vin_reject_reason_expr(vin: pl.Expr | str, check_digit_valid: pl.Expr | str 
 def normalise_vin(raw: str | None) -> str | None:
     if raw is None:
         return None
-    cleaned = _STRIP_RE.sub("", str(raw)).upper()
+    text = str(raw)
+    cleaned = text if re.search(UPPER_INTO_ASCII, text) else _STRIP_RE.sub("", text).upper()
     return cleaned or None
 
 
@@ -193,6 +235,10 @@ def reject_reason(raw: str | None) -> str | None:
     vin = normalise_vin(raw)
     if vin is None:
         return MISSING
+    if _INVISIBLE_RE.search(vin):
+        return INVISIBLE_CHARACTERS
+    if _CONFUSABLE_RE.search(vin):
+        return CONFUSABLE_CHARACTERS
     if len(vin) != VIN_LENGTH:
         return WRONG_LENGTH
     if not _ALLOWED_RE.match(vin):

@@ -78,7 +78,7 @@ def specs_frame(fetched: Sequence[Fetched]) -> pl.DataFrame:
 
 MARKET_SCHEMA: Schema = {
     "vin": pl.String, "valued_on": pl.Date, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String,
-    "condition": pl.String,
+    "condition": pl.String, "mileage_source": pl.String, "country": pl.String,
     "model_year": pl.Int32, "make": pl.String, "model": pl.String, "series": pl.String, "style": pl.String,
     "uvc": pl.String, "publish_date": pl.Date, "retail": MONEY, "trade_in": MONEY,
     "rough_trade_in": MONEY, "average_trade_in": MONEY, "loan_value": MONEY, "msrp": MONEY,
@@ -113,7 +113,8 @@ def _typed_market(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str, Any]]) -> pl.DataFrame:
-    """`requests[vin]` holds what was asked (state, mileage and its unit, condition): the valuation's key."""
+    """`requests[vin]` holds what was asked (state, mileage and its unit, condition: the valuation's key) and where
+    the mileage came from (tasks/datasets.py `valuation_request`)."""
     rows = []
     for vin, r, at in fetched:
         asked = requests.get(vin, {})
@@ -126,6 +127,7 @@ def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str
             # Stored answers from before units were recorded were asked in miles.
             "mileage_unit": asked.get("mileage_unit") or ("mi" if mileage is not None else None),
             "condition": asked.get("condition"),
+            "mileage_source": asked.get("mileage_source"), "country": asked.get("country"),
             **_pick(r, ("model_year", "make", "model", "series", "style", "uvc", "publish_date", "retail",
                         "trade_in", "rough_trade_in", "average_trade_in", "loan_value", "msrp", "retail_equipped")),
             "valuation_groups": [g.model_dump(include=_GROUP_FIELDS) for g in r.groups],
@@ -140,7 +142,7 @@ def market_values_frame(fetched: Sequence[Fetched], requests: dict[str, dict[str
 
 TRADE_IN_HISTORY_SCHEMA: Schema = {
     "vin": pl.String, "month": pl.Date, "trade_in": MONEY, "valued_on": pl.Date, "state": pl.String,
-    "mileage": pl.Int64, "mileage_unit": pl.String, "condition": pl.String, "fetched_at": TS,
+    "mileage": pl.Int64, "mileage_unit": pl.String, "condition": pl.String, "mileage_source": pl.String, "fetched_at": TS,
 }
 _MONTH = re.compile(r"^\s*(\d{4})-(\d{2})")
 
@@ -172,7 +174,8 @@ def trade_in_history_frame(fetched: Sequence[Fetched], requests: dict[str, dict[
                   "valued_on": at.date() if isinstance(at, datetime) else date.today(), "state": asked.get("state"),
                   "mileage": int(mileage) if mileage is not None else None,
                   "mileage_unit": asked.get("mileage_unit") or ("mi" if mileage is not None else None),
-                  "condition": asked.get("condition"), "fetched_at": at} for month, value in months.items()]
+                  "condition": asked.get("condition"), "mileage_source": asked.get("mileage_source"),
+                  "fetched_at": at} for month, value in months.items()]
     frame = _frame(rows, {**TRADE_IN_HISTORY_SCHEMA, "trade_in": pl.Float64})
     # Money to the cent, as shred_money: beyond DECIMAL(12,2) is no figure, so no row.
     return frame.with_columns(pl.col("trade_in").cast(MONEY, strict=False)).filter(pl.col("trade_in").is_not_null())

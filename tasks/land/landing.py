@@ -133,6 +133,14 @@ def land_answers(db: Database, run_id: str, dataset: str, answers: pa.Table | St
     return db.land_chunk(dict(staged.tables), run_id)
 
 
+def calls_not_recorded(db: Database, calls: pl.DataFrame) -> pl.DataFrame:
+    """The `api_calls` rows of `calls` the ledger does not hold yet (a journal replayed never rewrites a call)."""
+    if not calls.height:
+        return calls
+    recorded = db.query("recorded_call_ids", call_ids=calls["call_id"].to_list())["call_id"]
+    return calls.filter(~pl.col("call_id").is_in(recorded.implode()))
+
+
 @contextmanager
 def staged_at(location: str) -> Iterator[StagedTables | None]:
     """The typed tables the fetch staged beside the journal at `location` (a path or a URL), None if it staged

@@ -1,13 +1,23 @@
-"""Land plate lookups: the resolutions, their calls, and each waiting row's place (roster, duplicate or rejected)."""
+"""Land plate lookups: the resolutions, their calls, and each waiting row's place (roster, duplicate or rejected).
+
+A run killed during its lookups leaves their journal (tasks/fetch/plates.py): the next run lands its calls and
+resolutions (`land_plate_journal`) before it sorts its own plates, so a plate answered before the kill is
+not bought again.
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
 
-from fleet_data.tasks.ingest.plates import PlateLookups, merge_into_roster, place_looked_up, resolutions_frame
+from fleet_data.tasks.ingest.plates import (Lookup, PlateLookups, merge_into_roster, place_looked_up,
+                                            resolutions_frame)
 from fleet_data.tasks.land.frames import api_calls_frame
+from fleet_data.tasks.land.landing import calls_not_recorded
+from fleet_data.tasks.staging.journal import Journal
 from fleet_data.tasks.store.database import Database, pack_vehicle_extras
 
 
@@ -26,3 +36,23 @@ def land_lookups(db: Database, run_id: str, waiting: pl.DataFrame, lookups: Plat
             "found": outcomes.count("found"), "not_found": outcomes.count("not_found"),
             "failed": outcomes.count("failed"), "not_looked_up": len(lookups.not_looked_up),
             "calls": len(lookups.calls), "units": lookups.units, "stop_reason": lookups.stop_reason}
+
+
+def lookups_from_journal(journal: Journal) -> PlateLookups:
+    """The lookups a plate journal holds: every call (one never answered: `unknown`), every outcome."""
+    # A plate's call is about no VIN: the journal's row has the VIN the lookup found, the ledger none.
+    lookups = PlateLookups(calls=[(cid, replace(record, vin=None), at, None) for cid, record, at, _ in journal.calls()])
+    for row in journal.table.select(["outcome", "request", "vin", "status", "message", "answered_at"]).to_pylist():
+        if row["outcome"] is not None and row["request"]:
+            asked = json.loads(row["request"])
+            lookups.results[(asked.get("country"), asked.get("state"), asked["plate"])] = Lookup(
+                row["outcome"], row["vin"], row["status"], row["message"], row["answered_at"])
+    return lookups
+
+
+def land_plate_journal(db: Database, journal: Journal) -> None:
+    """A killed run's plate lookups, under that run, in one transaction: its resolutions, and its calls the
+    ledger lacks (landed again, a journal changes nothing)."""
+    lookups = lookups_from_journal(journal)
+    db.land_chunk({"plate_resolutions": resolutions_frame(lookups),
+                   "api_calls": calls_not_recorded(db, api_calls_frame(lookups.calls))}, journal.run_id)

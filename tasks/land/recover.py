@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Callable
 
 import pyarrow.compute as pc
 
-from fleet_data.tasks.land.landing import land_answers, remove_staged, staged_at
+from fleet_data.tasks.land.frames import api_calls_frame
+from fleet_data.tasks.land.landing import calls_not_recorded, land_answers, remove_staged, staged_at
+from fleet_data.tasks.land.plates import land_plate_journal
 from fleet_data.tasks.staging import area as staging_store
-from fleet_data.tasks.staging.journal import SUFFIX, UNKNOWN, Journal, leftover_journals, read_journal
+from fleet_data.tasks.staging.journal import (BATCH_CALLS, PLATE_LOOKUPS, SUFFIX, UNKNOWN, Journal, leftover_journals,
+                                              read_journal)
 from fleet_data.tasks.staging.staged_chunk import location as staged_chunk_location
 from fleet_data.tasks.store.database import Database, DatabaseError
 
@@ -34,8 +38,13 @@ def _ours(db: Database, found: list[str], besides: str | None) -> list[str]:
     return [u for u in found if _run_of(u) in ours]
 
 
+def _of(location: str) -> str:
+    """The journal a location names by its file's name: `<dataset or journal kind>-<id>.arrows`."""
+    return location.rstrip("/").rsplit("/", 1)[-1].split("-", 1)[0]
+
+
 def land_journals(db: Database, staging_root: Path, *, besides: str | None = None,
-                  store: str | None = None) -> dict[str, int]:
+                  store: str | None = None, only: tuple[str, ...] | None = None) -> dict[str, int]:
     """Land every journal an earlier run left (killed, or its landing failed), then delete it.
 
     Searched: the local staging folder; with `store` (`--staging s3://...`), the object-storage
@@ -45,7 +54,8 @@ def land_journals(db: Database, staging_root: Path, *, besides: str | None = Non
     failure leaves the file for the next attempt. Calls it sent and never saw answered land as
     `billing = 'unknown'` with what they may have cost. A damaged journal (tasks/staging/journal.py
     `Journal.damage`) lands its records before the damage and is quarantined with the reason, never
-    deleted. Returns counts for the log and the summary.
+    deleted. `only`: the journals of these kinds alone (a run lands its plate lookups' before it sorts
+    its plates). Returns counts for the log and the summary.
     """
     counts = {"journals": 0, "answers": 0, "calls": 0, "units": 0, "possible_units": 0, "unknown_calls": 0,
               "torn": 0, "quarantined": 0}
@@ -55,6 +65,8 @@ def land_journals(db: Database, staging_root: Path, *, besides: str | None = Non
         assert store is not None
         scratch = [str(p) for p in leftover_journals(staging_store.scratch_root(), besides=besides)]
         locations += _ours(db, scratch, besides) + _ours(db, staging_store.find(store, f"*/answers/*{SUFFIX}"), besides)
+    if only is not None:
+        locations = [location for location in locations if _of(location) in only]
     for location in locations:
         with staging_store.opened(location) as path:
             journal = read_journal(path)
@@ -77,8 +89,11 @@ def land_journals(db: Database, staging_root: Path, *, besides: str | None = Non
 def _land(db: Database, location: str, journal: Journal, counts: dict[str, int]) -> None:
     run_id = journal.run_id
     try:
-        with staged_at(location) as typed:  # staged by the fetch before the kill, else shredded here
-            land_answers(db, run_id, journal.dataset, typed or journal.table)
+        if journal.dataset in CALLS_OF:  # calls that answer no dataset: plate lookups, recall batch calls
+            CALLS_OF[journal.dataset](db, journal)
+        else:
+            with staged_at(location) as typed:  # staged by the fetch before the kill, else shredded here
+                land_answers(db, run_id, journal.dataset, typed or journal.table)
     except DatabaseError as exc:
         raise DatabaseError(f"{location}: the answers run {run_id} paid for could not land, the file "
                             f"stays for the next run ({exc})") from exc
@@ -91,3 +106,13 @@ def _land(db: Database, location: str, journal: Journal, counts: dict[str, int])
     counts["units"] += (pc.sum(table.column("units")).as_py() or 0) - possible
     counts["possible_units"] += possible
     counts["unknown_calls"] += pc.sum(pc.cast(pc.fill_null(unknown, False), "int64")).as_py() or 0
+
+
+def _land_batch_calls(db: Database, journal: Journal) -> None:
+    """A killed run's recall batch calls the ledger lacks (its batches' own ledger is resumed by the next run)."""
+    db.land_chunk({"api_calls": calls_not_recorded(db, api_calls_frame(journal.calls()))}, journal.run_id)
+
+
+# Journals of calls that answer no dataset, and how each lands.
+CALLS_OF: dict[str, Callable[[Database, Journal], None]] = {PLATE_LOOKUPS: land_plate_journal,
+                                                           BATCH_CALLS: _land_batch_calls}

@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from fleet_data.connectors import ENDPOINTS
+from fleet_data.tasks.control import memory
 from fleet_data.tasks.datasets import REGISTRY, Live, by_fetch_name
 from fleet_data.tasks.datasets import table as table_declaration
 from fleet_data.tasks.store.database import SQL_DIR, _bind, _statements
@@ -49,7 +50,7 @@ def _read(name: str) -> list[str]:
 def _connection() -> duckdb.DuckDBPyConnection:
     con = getattr(_local, "connection", None)
     if con is None:
-        con = duckdb.connect(":memory:")
+        con = duckdb.connect(":memory:", config=memory.duckdb_config(None))  # its threads bounded under `ulimit -v`
         con.execute("SET TimeZone = 'UTC'")
         for statement in _read("_macros.sql"):
             con.execute(statement)

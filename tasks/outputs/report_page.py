@@ -101,7 +101,8 @@ def _safety_section(data: ReportData, page: Page) -> str:
         f", {_count(h['stolen_undecided'])} cannot tell" if h["stolen_undecided"] else "")
     liens = f"; {_count(h['lien_vehicles'])} with any lien record" + (
         f", {_count(h['lien_undecided'])} cannot tell" if h["lien_undecided"] else "")
-    extra = {"park-now": likely, "stolen-now": stolen, "active-liens": liens}
+    extra = {"park-now": likely, "stolen-now": stolen + _checked(h, "lien_theft_checked"),
+             "active-liens": liens + _checked(h, "lien_theft_checked")}
     cards = "".join(_card(label, card_id, counts.get(category, 0), meaning + extra.get(card_id, ""),
                           alert=bool(counts.get(category)))
                     for category, card_id, label, meaning in SAFETY)
@@ -188,10 +189,18 @@ def _fleet_section(data: ReportData) -> str:
         _card("Fleet value today", "total-value", h["total_retail"],
               f"retail, {_count(h['valued_vehicles'])} vehicles valued; trade-in {_money(h['total_trade_in'])}",
               shown=_money(h["total_retail"])),
-        _card("Open recalls now", "open-recalls", h["open_recalls"], f"on {_count(h['vehicles_with_open_recalls'])} vehicles"),
-        _card("Branded titles", "title-branded", h["title_branded_vehicles"], "vehicles whose title carries a brand now"),
+        _card("Open recalls now", "open-recalls", h["open_recalls"],
+              f"on {_count(h['vehicles_with_open_recalls'])} vehicles" + _checked(h, "recalls_checked")),
+        _card("Branded titles", "title-branded", h["title_branded_vehicles"],
+              "vehicles whose title carries a brand now" + _checked(h, "history_checked")),
     ])
     return _section("fleet", "The fleet now", f'<div class="cards">{cards}</div>')
+
+
+def _checked(headline: dict[str, Any], key: str) -> str:
+    """How many vehicles a headline figure covers, when not all: unknown is not zero (– when none was asked)."""
+    checked, vehicles = headline.get(key), headline["vehicles"]
+    return "" if checked is None or checked == vehicles else f" (of {_count(checked)} checked)"
 
 
 def _value_section(data: ReportData, page: Page) -> str:
@@ -324,7 +333,7 @@ _KIND = {"new_recall": "new recall", "closed_recall": "recall closed", "value_mo
          "new_title_brand": "new title brand", "cleared_title_brand": "title brand cleared",
          "odometer_rollback": "odometer rollback", "new_lien": "new lien", "released_lien": "lien released",
          "new_theft": "theft reported", "recovered_theft": "theft recovered", "decode_changed": "decode changed",
-         "new_lien_theft_event": "new lien/theft event"}
+         "new_lien_theft_event": "new lien/theft event", "revaluation": "valued at another mileage"}
 
 
 def _change_detail(row: dict[str, Any]) -> str:
@@ -334,6 +343,8 @@ def _change_detail(row: dict[str, Any]) -> str:
     if row["kind"] == "value_move" and before.get("retail") and after.get("retail"):
         pct = (after["retail"] / before["retail"] - 1) * 100
         return f"retail {_money(before['retail'])} → {_money(after['retail'])} ({pct:+.1f}%)"
+    if row["kind"] == "revaluation" and before.get("retail") and after.get("retail"):  # asked otherwise: both requests
+        return " → ".join(f"{_money(a['retail'])} at {_asked(a)}" for a in (before, after))
     if row["kind"] == "odometer_rollback" and before and after:
         return (f"{_count(after.get('odometer'))} on {after.get('date')}, below {_count(before.get('odometer'))} "
                 f"on {before.get('date')}")
@@ -344,6 +355,14 @@ def _change_detail(row: dict[str, Any]) -> str:
         component = (after or before).get("component")
         return f"{row['subject']} {component}" if component else str(row["subject"])
     return str(row["subject"])
+
+
+def _asked(request: dict[str, Any]) -> str:
+    """A valuation's mileage as asked: 90,000 mi (history)."""
+    if request.get("mileage") is None:
+        return "no mileage"
+    source = {"history": " (history)", "fleet_file": " (fleet file)"}.get(request.get("mileage_source") or "", "")
+    return f"{_count(request['mileage'])} {request.get('mileage_unit') or ''}".rstrip() + source
 
 
 def _recorded(detected: datetime, previous: datetime | None) -> str:

@@ -53,6 +53,9 @@ def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str =
             for name, d in plan.datasets.items()
         },
     }
+    for d in plan.datasets.values():
+        if d.unit_unknown:  # asked without a mileage: its unit cannot be known (tasks/datasets.py valuation_request)
+            summary["mileage_unit_unknown"] = {"dataset": d.dataset, "vehicles": d.unit_unknown, "vins": d.unit_unknown_vins}
     if ingest.get("plate_rows"):
         summary["plate_vehicle_ceiling"] = plan.plate_vehicle_ceiling
         summary["plates"] = {"rows": ingest["plate_rows"], "known": ingest.get("plates_known", 0),
@@ -84,6 +87,9 @@ def replan(summary: dict[str, Any], plan: "Plan") -> None:
     fresh = start_summary(summary["run_id"], summary["ingest"], plan, summary.get("kind", "refresh"))
     for key in ("recall_detail_ceiling", "datasets", "service"):
         summary[key] = fresh[key]
+    summary.pop("mileage_unit_unknown", None)
+    if "mileage_unit_unknown" in fresh:
+        summary["mileage_unit_unknown"] = fresh["mileage_unit_unknown"]
     estimated = fresh["estimated_units"] + (summary.get("plates") or {}).get("estimated_units", 0)
     summary["plate_vehicle_units"] = estimated - summary["planned"]["estimated_units"]
     summary["estimated_units"] = estimated
@@ -218,6 +224,7 @@ CHANGE_WORDS = {
     "new_title_brand": ("new title brand", "new title brands"),
     "odometer_rollback": ("odometer rollback", "odometer rollbacks"),
     "value_move": ("value move", "value moves"), "decode_changed": ("new decode", "new decodes"),
+    "revaluation": ("revaluation at another mileage", "revaluations at another mileage"),
     "released_lien": ("released lien", "released liens"), "recovered_theft": ("recovered theft", "recovered thefts"),
     "cleared_title_brand": ("cleared title brand", "cleared title brands"),
     "new_lien_theft_event": ("other lien/theft event", "other lien/theft events"),
@@ -371,6 +378,12 @@ def notes(summary: dict[str, Any]) -> list[str]:
     if summary.get("possible_units"):
         found.append(f"{summary['possible_units']} units possibly spent besides: calls sent and never answered (timed "
                      "out, connection dropped), which the service may have billed (api_calls.billing = 'unknown')")
+    unknown = summary.get("mileage_unit_unknown")
+    if unknown:
+        named = ", ".join(unknown["vins"]) + (", ..." if unknown["vehicles"] > len(unknown["vins"]) else "")
+        found.append(f"{unknown['dataset']}: {unknown['vehicles']} Canadian vehicles valued without their mileage, whose "
+                     f"unit (km or mi) the fleet file does not say ({named}): say it in the cell (12 345 km) or the "
+                     "header (odometer_km)")
     if summary.get("quarantined_journals"):
         found.append(f"{summary['quarantined_journals']} damaged answer journals kept in quarantine, their readable "
                      f"answers landed: {summary.get('quarantine_folder')} (docs/ledger.md)")

@@ -35,19 +35,12 @@ def gather_todo(source: Source, now: datetime) -> tuple[pl.DataFrame, pl.DataFra
 
 def todo_rows(todo: pl.DataFrame, conflicts: pl.DataFrame) -> pl.DataFrame:
     """What the CSV holds: the to-do list, then a row per mileage conflict in the same columns."""
+    # The reason is the view's (mileage_conflicts.reason): it says what the valuation was really asked with.
     rows = conflicts.select(
         pl.lit(6, pl.Int32).alias("priority"), pl.lit("mileage conflict").alias("category"),
-        "vin", "unit_number", "plate", "fleet", "year", "make", "model",
-        pl.format("fleet file says {} {}; history read {} {} on {}: valuations use the file's mileage",
-                  _thousands("fleet_mileage"), "fleet_mileage_unit", _thousands("history_odometer"), "history_unit",
-                  pl.col("history_date").cast(pl.String)).alias("reason"),
+        "vin", "unit_number", "plate", "fleet", "year", "make", "model", "reason",
         pl.col("history_date").alias("since"))
     return pl.concat([todo, rows.select([pl.col(c).cast(t) for c, t in COLUMNS.items()])])
-
-
-def _thousands(column: str) -> pl.Expr:
-    """An integer as people read it: 94,141."""
-    return pl.col(column).cast(pl.Int64).map_elements(lambda v: f"{v:,}", return_dtype=pl.String)
 
 
 def todo_path(report: str | Path) -> Path:

@@ -15,10 +15,12 @@ import polars as pl
 
 from fleet_data.connectors import estimate_units
 from fleet_data.tasks.datasets import REGISTRY
+from fleet_data.tasks.ingest.markets import with_market
 from fleet_data.tasks.ingest.vins import normalise_vin, reject_reason
 from fleet_data.tasks.plan.due import DatasetPlan, Plan
 
-DUE_SCHEMA = {"vin": pl.String, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String, "condition": pl.String}
+DUE_SCHEMA = {"vin": pl.String, "state": pl.String, "mileage": pl.Int64, "mileage_unit": pl.String,
+              "mileage_source": pl.String, "condition": pl.String, "market": pl.String}
 
 
 def read_vins_file(path: str | Path) -> list[str]:
@@ -73,8 +75,9 @@ def due_frames(db: Any, datasets: list[str], vins: list[str] | None, failures_of
     else:
         raise ValueError("choose VINs: give VINs, a file of VINs, a run whose failures to fetch again, or all failures")
     every = sorted({v for frame in wanted.values() for v in frame["vin"].to_list()})
-    roster = db.query("roster_rows_for_vins", vins=every) if every else pl.DataFrame(schema=DUE_SCHEMA)
-    roster = roster.with_columns(pl.col("mileage").cast(pl.Int64))
+    roster = (db.query("roster_rows_for_vins", vins=every) if every
+              else pl.DataFrame(schema={**DUE_SCHEMA, "country": pl.String}).drop("market"))
+    roster = with_market(roster.with_columns(pl.col("mileage").cast(pl.Int64)))  # a valuation's unit follows it
     return {d: frame.join(roster, on="vin", how="left").select(list(DUE_SCHEMA)).sort("vin")
             for d, frame in wanted.items() if frame.height}
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import polars as pl
 
@@ -35,6 +35,7 @@ from fleet_data.tasks.datasets import (
 from fleet_data.tasks.ingest.markets import in_scope, with_market
 from fleet_data.tasks.ingest.plates import PlatePlan, plan_plates
 from fleet_data.tasks.settings import CLOCK_TOLERANCE
+from fleet_data.tasks.control import memory
 from fleet_data.tasks.store.database import Database
 from fleet_data.tasks.ingest.vins import vin_order
 
@@ -56,6 +57,10 @@ class DatasetPlan:
     answered_before: int | None = None  # of `due`: VINs with an earlier answer, so a change can show (None: not counted)
     other_service_due: int = 0  # of `due`: VINs whose last answer another service gave (never fresh for this one)
     future_due: int = 0  # of `due`: VINs whose last answer is dated in the future (a clock that was ahead)
+    # Of `due`, valuations of Canadian vehicles whose mileage has no unit the file says (asked without it), and
+    # the first UNIT_UNKNOWN_NAMED of their VINs: the summary counts and names them.
+    unit_unknown: int = 0
+    unit_unknown_vins: list[str] = field(default_factory=list)
 
     @property
     def unit_cost(self) -> int:
@@ -162,10 +167,17 @@ def make_plan(
     an answer older than its dataset's freshness window, as of now.
     """
     rule = rule or DueRule()
-    force, freshness, now = rule.force, rule.freshness, rule.now
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
         raise ValueError(f"unknown dataset(s) {', '.join(unknown)}; choose from {', '.join(ALL_DATASETS)}")
+    # An allocation refused while planning: one line, exit code 8.
+    with memory.guarded(memory.PLAN):
+        return _make_plan(db, run_id, datasets, staging_dir, rule, plates_waiting, roster)
+
+
+def _make_plan(db: Database, run_id: str, datasets: Sequence[str], staging_dir: Path, rule: DueRule,
+               plates_waiting: Path | None, roster: pl.DataFrame | None) -> Plan:
+    force, freshness, now = rule.force, rule.freshness, rule.now
     windows = {NO_DATA: DEFAULT_NO_DATA_FRESHNESS, **(freshness or DEFAULT_FRESHNESS)}
     now = now or datetime.now(timezone.utc)
     # One read of the roster and one of its last answers serve every dataset (a read per dataset cost
@@ -204,12 +216,16 @@ def _dataset_plan(db: Database, dataset: str, due: pl.DataFrame, sizes: tuple[in
     """One dataset's plan from its due rows (`_due`): the list staged, what it costs and why each VIN is due.
     `sizes`: the roster's and the dataset's scope's; `mileage`: read the valuations' mileage (a landed roster);
     `why`: the counts `_why_due` gives."""
-    counts = {"no_data_due": int(due["last_outcome"].eq(NO_DATA).sum()), "pending_due": int(due["pending"].sum()),
-              "failed_due": int((due["failed"] & ~due["pending"]).sum()),
-              "answered_before": due.height - due["last_fetched_at"].null_count(), **why}
+    counts: dict[str, Any] = {
+        "no_data_due": int(due["last_outcome"].eq(NO_DATA).sum()), "pending_due": int(due["pending"].sum()),
+        "failed_due": int((due["failed"] & ~due["pending"]).sum()),
+        "answered_before": due.height - due["last_fetched_at"].null_count(), **why}
     due = due.drop("last_outcome", "last_service", "pending", "failed")
     if declaration(dataset).asks_mileage and due.height and mileage:
         due = _valuation_mileage(db, due)
+    if declaration(dataset).asks_mileage:
+        no_unit = due.filter(_unit_unknown())["vin"]
+        counts.update(unit_unknown=no_unit.len(), unit_unknown_vins=no_unit.head(UNIT_UNKNOWN_NAMED).to_list())
     path = _stage(due, staging_dir / f"due_{dataset}.parquet", staged) if due.height else None
     declared = declaration(dataset)  # batch-checked: 1 unit per VIN at submission
     made = DatasetPlan(dataset, declared.batch_endpoint or declared.endpoint, sizes[0], due.height,
@@ -243,6 +259,31 @@ def _why_due(due: pl.DataFrame, service: str | None, future_after: datetime) -> 
             "services": due.filter(other)["last_service"].unique().to_list()}
 
 
+UNIT_UNKNOWN_NAMED = 20  # VINs the summary names of those whose mileage unit cannot be known
+
+
+def _unit_unknown() -> pl.Expr:
+    """Due rows whose mileage unit cannot be known (tasks/datasets.py `mileage_unit_unknown`, as an expression)."""
+    return pl.col("mileage").is_not_null() & pl.col("mileage_unit").is_null() & pl.col("market").eq("CA").fill_null(False)
+
+
+def due_rows(db: Database | None, dataset: str, path: str, offset: int = 0, length: int | None = None) -> list[dict]:
+    """The rows of one chunk of a staged due list, as its fetch asks with them now.
+
+    A dataset asking a mileage (valuations) reads it again from the store when its chunk starts (view
+    `vehicle_mileage`): the history reports the run landed before it (flows/refresh.py fetches history
+    first) count, so a vehicle's first valuation already asks with its best mileage. `db`: the run's store
+    (None: the rows as planned).
+    """
+    declared = REGISTRY.get(dataset) or next((d for d in REGISTRY.values() if d.fetched_as == dataset), None)
+    if db is None or declared is None or not declared.asks_mileage:
+        return read_slice(path, offset, length)
+    rows = pl.scan_parquet(path).slice(offset, length).collect()
+    if not rows.height:
+        return []
+    return _with_mileage(rows, db.query("valuation_mileage_of_vins", vins=rows["vin"].to_list())).to_dicts()
+
+
 def _valuation_mileage(db: Database, due: pl.DataFrame) -> pl.DataFrame:
     """`due` with the mileage valuations ask with (view `vehicle_mileage`: the file's, or a higher history
     reading), read for its VINs only: the history reports of VINs not due are never parsed."""
@@ -251,10 +292,17 @@ def _valuation_mileage(db: Database, due: pl.DataFrame) -> pl.DataFrame:
         chosen = db.query("plan_valuation_mileage")
     finally:
         db.connection.unregister("plan_mileage_vins")
-    chosen = chosen.with_columns(pl.col("mileage").cast(due.schema["mileage"]),
-                                 pl.col("mileage_unit").cast(due.schema["mileage_unit"]))
-    return (due.drop("mileage", "mileage_unit").join(chosen, on="vin", how="left", maintain_order="left")
+    return _with_mileage(due, chosen)
+
+
+def _with_mileage(due: pl.DataFrame, chosen: pl.DataFrame) -> pl.DataFrame:
+    """`due` with the mileage columns of `chosen` (vin and MILEAGE_COLUMNS), in `due`'s order and types."""
+    chosen = chosen.with_columns(pl.col(c).cast(due.schema[c]) for c in MILEAGE_COLUMNS)
+    return (due.drop(*MILEAGE_COLUMNS).join(chosen, on="vin", how="left", maintain_order="left")
             .select(due.columns))
+
+
+MILEAGE_COLUMNS = ("mileage", "mileage_unit", "mileage_source")
 
 
 def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -286,8 +334,10 @@ def _read_frame(db: Database, roster: pl.DataFrame, datasets: list[str]) -> tupl
     return with_market(frame), statuses
 
 
-DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "condition", "last_fetched_at", "last_outcome",
-               "last_service", "pending", "failed")
+# What a due row carries: what a request is shaped by (the valuation's: tasks/datasets.py `valuation_request`),
+# and why it is due.
+DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "mileage_source", "condition", "market", "last_fetched_at",
+               "last_outcome", "last_service", "pending", "failed")
 
 
 def _due(scope: pl.DataFrame, statuses: pl.DataFrame, unsettled: pl.DataFrame, dataset: str, *, force: bool,
@@ -304,7 +354,9 @@ def _due(scope: pl.DataFrame, statuses: pl.DataFrame, unsettled: pl.DataFrame, d
     last = (statuses.filter(pl.col("dataset") == dataset)
             .select("vin", pl.col("fetched_at").alias("last_fetched_at"), pl.col("outcome").alias("last_outcome"),
                     pl.col("service").alias("last_service")))
-    rows = scope.select("vin", "state", "mileage", "mileage_unit", "condition")
+    rows = scope.select("vin", "state", "mileage", "mileage_unit",
+                        pl.when(pl.col("mileage").is_not_null()).then(pl.lit("fleet_file")).alias("mileage_source"),
+                        "condition", "market")
     if last.height:
         rows = rows.join(last, on="vin", how="left", maintain_order="left")
     else:  # nothing answered yet (a new fleet): no join to pay
@@ -340,7 +392,8 @@ def _stage(due: pl.DataFrame, path: Path, staged: list[tuple[pl.DataFrame, str]]
         # one carries the valuation's mileage (`_valuation_mileage`).
         if (earlier.height == due.height and never_answered and earlier["last_fetched_at"].null_count() == due.height
                 and earlier["vin"].equals(due["vin"]) and earlier["mileage"].equals(due["mileage"])
-                and earlier["mileage_unit"].equals(due["mileage_unit"])):
+                and earlier["mileage_unit"].equals(due["mileage_unit"])
+                and earlier["mileage_source"].equals(due["mileage_source"])):
             return earlier_path
     due.write_parquet(path, compression="uncompressed")
     staged.append((due, str(path)))

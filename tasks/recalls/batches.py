@@ -8,6 +8,12 @@ A submit the service refuses for good (a 4xx) ends its entry as `refused:<key>`,
 status `failed`, and its VINs go to `failures`: due again next run, never stuck.
 A replayed answer (`Idempotent-Replayed: true`) is recorded as 0 units; when the
 first, billed answer was never recorded (its run died first), it is recorded then.
+
+Every call (submit, status, results) is also journalled before it is sent, with its batch
+(tasks/staging/journal.py, `BatchOptions.journals`): a kill while one is in flight leaves it in
+the ledger as `unknown`, with what it may cost (a submit: a unit per VIN), and a call answered but
+not landed yet lands from the journal. A replay proves the first acceptance was billed: the
+submit's attempts left unknown are then settled as known.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any, Callable
 import polars as pl
 
 from fleet_data.connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord
+from fleet_data.connectors.calls import CallIntent
 from fleet_data.connectors import errors as e
 from fleet_data.connectors.client import BatchPolling
 from fleet_data.connectors.models import BatchJob, BatchStatus
@@ -36,6 +43,7 @@ from fleet_data.tasks.fetch.scheduler import Job, Scheduler
 from fleet_data.tasks.control.stops import STOPPING_ERRORS, Pass
 from fleet_data.tasks.control.failpoints import failpoint
 from fleet_data.tasks.land.landing import fetch_status_frame
+from fleet_data.tasks.staging.journal import BATCH_CALLS, AnswerJournal
 from fleet_data.tasks.store.database import Database
 from fleet_data.tasks.settings import MAX_BATCH_VINS  # the spec's limit per recalls batch, declared with the option
 
@@ -67,11 +75,19 @@ class _Calls:
     batch_id: str | None = None
     rows: list[tuple[str, CallRecord, datetime, str | None]] = field(default_factory=list)
     leave: Pass | None = None  # the call in progress's leave to start (tasks/control/stops.py)
+    journal: AnswerJournal | None = None  # the run's journal of batch calls, if it keeps one
 
     def __call__(self, record: CallRecord) -> None:
-        self.rows.append((uuid.uuid4().hex, record, _now(), self.batch_id))
+        call = (record.call_id or uuid.uuid4().hex, record, _now(), self.batch_id)
+        self.rows.append(call)
+        if self.journal is not None:
+            self.journal.attempt(call)
         if self.leave is not None:
             self.leave.answered(record.status)
+
+    def sending(self, intent: CallIntent) -> None:
+        if self.journal is not None:
+            self.journal.sent(intent, _now(), self.batch_id)
 
     def hold(self, leave: Pass | None) -> None:
         self.leave = leave
@@ -100,6 +116,7 @@ class BatchOptions:
     webhook_url: str | None = None
     webhook_listen: str | None = None
     poll_interval: float = 1.0
+    journals: Path | None = None  # where the batch calls are journalled before they are sent (the run's answers)
 
 
 @dataclass
@@ -134,9 +151,15 @@ async def run_recall_batches(
     outcome = RecallOutcome()
     stops = calls.stops
     todo_batches = _batches_to_run(db, due_vins, options, outcome)
+    journal = (AnswerJournal.create(options.journals, run_id, BATCH_CALLS, secrets=(calls.settings.api_key or "",))
+               if options.journals and todo_batches else None)
+    for batch in todo_batches:
+        batch.calls.journal = journal
     async with contextlib.AsyncExitStack() as stack:
-        client = await stack.enter_async_context(AsyncVehicleDataClient(calls.settings, on_call=_to_batch,
-                                                                         interrupt=lambda: stops.stopping(API)))
+        if journal is not None:
+            stack.callback(journal.close)  # kept if the batches end early: the next run lands what the store lacks
+        client = await stack.enter_async_context(AsyncVehicleDataClient(
+            calls.settings, on_call=_to_batch, on_send=_sending, interrupt=lambda: stops.stopping(API)))
         webhooks = None
         webhook_url = notify_url = options.webhook_url
         if options.webhook_listen:
@@ -152,6 +175,8 @@ async def run_recall_batches(
         steps = _Steps(db, run_id, client, scheduler, outcome, calls, watch, on_landed)
         scheduler.add(Job(b, CallAttempts(idempotency_key=b.key if b.step == "submit" else None)) for b in todo_batches)
         await scheduler.run(steps.attempt, steps.stopped)
+    if journal is not None:
+        journal.delete()  # every call it holds has landed with its batch's step
     return outcome
 
 
@@ -191,6 +216,13 @@ def _to_batch(record: CallRecord) -> None:
     calls = _calls_of.get()
     if calls is not None:
         calls(record)
+
+
+def _sending(intent: CallIntent) -> None:
+    """The client's sender hook: journalled, with its batch, before the call goes out."""
+    calls = _calls_of.get()
+    if calls is not None:
+        calls.sending(intent)
 
 
 @dataclass(eq=False)
@@ -395,27 +427,39 @@ class _Steps:
 def _bill_first_acceptance(db, records, job, key, origin):  # noqa: ANN001
     """Make the submit's records say what the service billed: its first acceptance, once.
 
-    A replayed answer costs nothing. If no record holds what the first acceptance cost, it is
-    an attempt of this call that got no answer (the service took it, the reply was lost), or a
-    call of the run that wrote the entry and died before recording it: that call is recorded
-    now, under that run (`origin`: its id and the entry's time), with an id made from the key
-    (so recording it twice changes nothing).
+    A replayed answer costs nothing and proves the first acceptance was billed. Attempts of the submit
+    that got no answer were recorded as `unknown` at what they may cost; they are settled now. If an
+    earlier run recorded the submit (a killed run's attempt, landed from its journal as unknown), that
+    record is settled as the acceptance (`settle_submit_billing`) and this run's attempts cost 0; else the
+    first attempt here with no answer was it (the service took it, the reply was lost). With neither,
+    the run that wrote the entry died before journalling it: its call is recorded now, under that run
+    (`origin`: its id and the entry's time), with an id made from the key (recorded twice, it changes nothing).
     """
-    if not records or not records[-1][1].replayed or any(r.units for _, r, _, _ in records):
+    if not records or not records[-1][1].replayed or any(r.units and not r.unknown for _, r, _, _ in records):
         return records
-    billed = job.totalVins or 0
-    lost = next((i for i, (_, r, _, _) in enumerate(records) if r.status is None), None)
-    if lost is not None:
-        cid, record, at, batch = records[lost]
-        return [*records[:lost], (cid, replace(record, units=billed), at, batch), *records[lost + 1:]]
-    recorded = db.query("submit_units_recorded", batch_ids=[job.batchId, f"pending:{key}"]).item(0, 0)
-    if not recorded:
-        replay = records[-1][1]
-        first = replace(replay, attempt=1, latency_ms=None, units=billed, error=None, will_retry=False, replayed=False)
-        run, at = origin
-        frame = staging.api_calls_frame([(f"submit-{key}", first, at or records[0][2], job.batchId)])
-        db.land("api_calls", frame, run)
+    billed, ids = job.totalVins or 0, [job.batchId, f"pending:{key}"]
+    if db.query("submit_units_recorded", batch_ids=ids).item(0, 0):
+        db.execute("settle_submit_billing", batch_ids=ids, units=billed)
+        return _settled(records, billed, first_billed=False)
+    if any(r.status is None for _, r, _, _ in records):
+        return _settled(records, billed, first_billed=True)
+    replay = records[-1][1]
+    first = replace(replay, attempt=1, latency_ms=None, units=billed, error=None, will_retry=False, replayed=False)
+    run, at = origin
+    frame = staging.api_calls_frame([(f"submit-{key}", first, at or records[0][2], job.batchId)])
+    db.land("api_calls", frame, run)
     return records
+
+
+def _settled(records, billed: int, *, first_billed: bool):  # noqa: ANN001
+    """The submit's attempts without an answer as known: the first at `billed` if `first_billed`, the others at 0."""
+    settled, owed = [], first_billed
+    for cid, record, at, batch in records:
+        if record.status is None:
+            record = replace(record, units=billed if owed else 0, unknown=False)
+            owed = False
+        settled.append((cid, record, at, batch))
+    return settled
 
 
 def _refuse(db, run_id, calls, vins, key, chunk_path, exc, outcome) -> None:  # noqa: ANN001

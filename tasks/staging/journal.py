@@ -4,22 +4,31 @@ Each chunk appends to `staging/<run_id>/answers/<dataset>-<id>.arrows` (the suff
 `read_journal` tells the two apart by their first bytes), as things happen, one record at a time:
 
 - a *sent* record before each attempt goes out (`CallIntent`: call id, VIN, endpoint, attempt, the units it
-  may cost by the spec's pricing);
+  may cost by the spec's pricing, and the recall batch it is about, if any);
 - a *row* when its answer comes back (an `api_calls` row: status, units, latency, time) and, on the
   attempt that settled the VIN, its final answer (`outcome` found / no_data / failed / pending, the
   redacted body as JSON bytes, what was asked, the failure's message).
 
-Each record is one `write()` to the OS, no buffering and no fsync: a kill -9 cannot take back what the
-OS has (only a machine crash can, and the records' checksums then tell what is left). So a kill loses
-no answer received, and a call in flight at the kill is a sent record without its row: it lands in
-`api_calls` as `billing = 'unknown'` with the units it may have cost, since the service may have billed
-it. The ledger then never under-reports what the service billed.
+Each record goes to the OS whole, in one `write()`, with no fsync: a kill -9 cannot take back what the
+OS has (only a machine crash can, and the records' checksums then tell what is left). A sent record is
+written before its attempt goes out. A row is written with the next sent record, in the same `write()`
+(the slot that settled it starts its next call at once, so that is the next thing it does), or, if no call
+starts first, at the event loop's next turn, before it waits on anything: one write per call instead of
+two, and a row is never held across a wait. So a kill loses no answer it waited for, and a call in flight
+at the kill is a sent record without its row: it lands in `api_calls` as `billing = 'unknown'` with the
+units it may have cost, since the service may have billed it. The ledger then never under-reports what
+the service billed.
 
 A record is framed: a 16-byte header (magic, kind, length, the header's CRC-32, the payload's CRC-32) and
 its payload (JSON of the row's fields, then the body's bytes). Reading stops at the first record that is not
 whole: a torn last record is what a kill leaves (normal); a bad record with bytes after it, a zeroed or
 bit-flipped one, is damage (`Journal.damage`), and the lander quarantines the file after landing the
 records before it (tasks/land/recover.py).
+
+Besides the datasets' chunks, two journals hold calls that answer no dataset: plate lookups (`PLATE_LOOKUPS`:
+each lookup's outcome on the row of its last call, what was asked as its request) and recall batch calls
+(`BATCH_CALLS`: submit, status and results, each row naming its batch). Both are written by the flow's own
+process, which lands their calls as it goes; a journal left by a kill lands what the store lacks.
 
 The next run lands a journal left behind (tasks/land/recover.py `land_journals`), in the local staging folder
 or, with `--staging s3://...`, on object storage (tasks/staging/area.py), under its original run id and
@@ -31,6 +40,7 @@ lands again harmlessly.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import struct
@@ -38,7 +48,7 @@ import uuid
 import zlib
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -80,33 +90,44 @@ SCHEMA = pa.schema([
     ("message", pa.string()),  # why it failed, or why the endpoint stopped (pending)
     ("retryable", pa.bool_()),
     ("billing", pa.string()),  # `api_calls.billing`: known, or unknown (no answer: `units` is what it may cost)
+    ("batch_id", pa.string()),  # the recall batch a call was about (`api_calls.batch_id`); null for a VIN's call
 ])
 # The fields a row record's JSON holds, in order: every column but the body.
 _FIELDS = [f.name for f in SCHEMA if f.name not in ("dataset", "body")]
 _TIMES = ("called_at", "answered_at")
 UNKNOWN = "unknown"  # `billing` of a call whose answer never arrived
+PLATE_LOOKUPS = "plate_lookups"  # the journal of a run's plate lookups (not a dataset: no table of answers)
+BATCH_CALLS = "recall_batch_calls"  # the journal of a run's recall batch calls
 NO_ANSWER = "NoAnswer"  # `error` of a call sent and never answered (the process died in flight)
 
 _MAGIC = b"FLEETJ2\n"  # the file's first bytes (an Arrow stream, the first format, starts with 0xFFFFFFFF)
 _FRAME = struct.Struct("<2sBxIII")  # magic, kind, pad, payload length, CRC-32 of the first 8 bytes, of the payload
+_FRAME_HEAD = struct.Struct("<2sBxI")  # the first 8 bytes
+_CRCS = struct.Struct("<II")
+_SIZE = struct.Struct("<I")  # a row's JSON length, before its JSON and body
 _FRAME_MAGIC = b"FJ"
 _HEAD, _SENT, _ROW = 1, 2, 3  # record kinds
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = timedelta(microseconds=1)
+_REDACTED_BYTES = REDACTED.encode()
 
 Call = tuple[str, CallRecord, datetime, Any]  # as in ChunkResult.calls: (call_id, record, called_at, batch)
 
 
-def _frame(kind: int, payload: bytes) -> bytes:
-    head = struct.pack("<2sBxI", _FRAME_MAGIC, kind, len(payload))
-    return _FRAME.pack(_FRAME_MAGIC, kind, len(payload), zlib.crc32(head), zlib.crc32(payload)) + payload
+def _frame(kind: int, payload: bytes, *more: bytes) -> bytes:
+    """One record: its header, then `payload` and `more` (parts of one payload, checksummed as one, copied once)."""
+    crc, length = zlib.crc32(payload), len(payload)
+    for part in more:
+        crc, length = zlib.crc32(part, crc), length + len(part)
+    head = _FRAME_HEAD.pack(_FRAME_MAGIC, kind, length)
+    return b"".join((head, _CRCS.pack(zlib.crc32(head), crc), payload, *more))
 
 
 def _micros(at: datetime | None) -> int | None:
     """Microseconds since the epoch (what the columns hold); a time without a zone is UTC, as Arrow takes it."""
     if at is None:
         return None
-    return ((at if at.tzinfo else at.replace(tzinfo=timezone.utc)) - _EPOCH) // _MICROSECOND
+    since = (at if at.tzinfo else at.replace(tzinfo=timezone.utc)) - _EPOCH
+    return (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
 
 
 class AnswerJournal:
@@ -117,6 +138,9 @@ class AnswerJournal:
         self.path, self.run_id, self.dataset = path, run_id, dataset
         self.rows = 0  # rows written
         self._secrets = tuple(s for s in secrets if s)
+        self._secret_bytes = tuple(s.encode() for s in self._secrets)
+        self._rows: list[bytes] = []  # rows not yet written: they go with the next write, or at the loop's next turn
+        self._turn = False  # a write of the rows is asked for at the loop's next turn
         # Unbuffered, appended: a record written is in the OS's hands, so it survives the process being killed.
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         self._size = 0  # bytes on disk, every record whole
@@ -129,16 +153,21 @@ class AnswerJournal:
         return cls(directory / f"{dataset}-{uuid.uuid4().hex[:12]}{SUFFIX}", run_id, dataset, **options)
 
     # -- writing ------------------------------------------------------------------------------
-    def sent(self, intent: CallIntent, at: datetime) -> None:
-        """An attempt about to go out: if no row for it follows, it was paid for perhaps, never answered."""
-        self._write(_frame(_SENT, orjson.dumps([intent.call_id, intent.vin, intent.endpoint, intent.path,
-                                                intent.method, intent.attempt, intent.units, _micros(at)])))
+    def sent(self, intent: CallIntent, at: datetime, batch: str | None = None) -> None:
+        """An attempt about to go out: if no row for it follows, it was paid for perhaps, never answered.
+        On disk when this returns, with every row before it. `batch`: the recall batch it belongs to, if any."""
+        record = _frame(_SENT, orjson.dumps([intent.call_id, intent.vin, intent.endpoint, intent.path,
+                                             intent.method, intent.attempt, intent.units, _micros(at), batch]))
+        if self._rows:
+            self._write_rows(record)
+        else:
+            self._write(record)
 
     def attempt(self, call: Call) -> None:
         """An attempt that will be retried: only its `api_calls` row."""
         self._add(call, None, None, None, None, None, None, None)
 
-    def answer(self, call: Call | None, vin: str, outcome: str, at: datetime, *, body: Any = None,
+    def answer(self, call: Call | None, vin: str | None, outcome: str, at: datetime, *, body: Any = None,
                request: dict[str, Any] | None = None, message: str | None = None,
                retryable: bool | None = None) -> None:
         """The VIN's final answer, on the row of the attempt that settled it."""
@@ -156,26 +185,47 @@ class AnswerJournal:
         return text
 
     def _redact_bytes(self, data: bytes) -> bytes:
-        for secret in self._secrets:
-            if secret.encode() in data:
-                data = data.replace(secret.encode(), REDACTED.encode())
+        for secret in self._secret_bytes:
+            if secret in data:
+                data = data.replace(secret, _REDACTED_BYTES)
         return data
 
     def _add(self, call: Call | None, vin: str | None, outcome: str | None, answered_at: datetime | None,
              request: str | None, body: bytes | None, message: str | None, retryable: bool | None) -> None:
+        answered = _micros(answered_at)
+        batch = None
         if call is not None:
-            call_id, record, called_at, _ = call
+            call_id, record, called_at, batch = call
             fields = [call_id, record.vin or vin, record.endpoint, record.path, record.method, record.attempt,
-                      record.status, record.units, record.latency_ms, record.error, _micros(called_at)]
+                      record.status, record.units, record.latency_ms, record.error,
+                      answered if called_at is answered_at else _micros(called_at)]
             billing: str | None = UNKNOWN if record.unknown else "known"
         else:
             fields = [None, vin, None, None, None, None, None, None, None, None, None]
             billing = None
-        meta = orjson.dumps([*fields, outcome, _micros(answered_at), request, message, retryable, billing,
+        meta = orjson.dumps([*fields, outcome, answered, request, message, retryable, billing, batch,
                              body is not None])
-        self._write(_frame(_ROW, struct.pack("<I", len(meta)) + meta + (body or b"")))
+        self._rows.append(_frame(_ROW, _SIZE.pack(len(meta)), meta, body or b""))
         self.rows += 1
-        failpoint("journal_flushed")  # crash tests: an answer is on disk, the chunk not done
+        if self._turn:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # written from plain code: at once
+            self._write_rows()
+            return
+        self._turn = True
+        loop.call_soon(self._write_rows)
+
+    def _write_rows(self, then: bytes = b"") -> None:
+        """The rows not yet written, and `then` after them, in one write."""
+        self._turn = False
+        rows, self._rows = self._rows, []
+        if not rows and not then:
+            return
+        self._write(b"".join(rows) + then if then else b"".join(rows))
+        for _ in rows:
+            failpoint("journal_flushed")  # crash tests: an answer is on disk, the chunk not done
 
     def _write(self, data: bytes, last: bool = False) -> None:
         """Append `data` (whole records) to the file. A disk found full halts the run and frees its reserve
@@ -183,6 +233,16 @@ class AnswerJournal:
         memory for the next write, and the journal's close raises."""
         if self._fd is None:
             raise ValueError(f"{self.path.name}: the journal is closed")
+        if not self._held:  # the usual case: the OS takes the whole write at once
+            try:
+                done = os.write(self._fd, data)
+            except OSError:
+                done = 0  # made again below, where a refusal is handled
+            if done == len(data):
+                self._size += done
+                return
+            if done:
+                os.ftruncate(self._fd, self._size)  # taken in part: the file goes back to its last whole record
         self._held += data
         try:
             self._put()
@@ -212,13 +272,17 @@ class AnswerJournal:
         self._held.clear()
 
     def flush(self) -> None:
-        """Every record goes to the OS as it is written; this writes again what a full disk refused, if any."""
+        """Writes the rows not yet written, and again what a full disk refused, if any."""
+        if self._rows:
+            self._write_rows()
         if self._held and self._fd is not None:
             self._write(b"")
 
     def close(self) -> None:
         if self._fd is not None:
             try:
+                if self._rows:
+                    self._write_rows()
                 if self._held:
                     self._write(b"", last=True)
             finally:
@@ -267,6 +331,17 @@ class Journal:
         """(VIN, outcome) for every VIN whose answer the journal holds."""
         vins, outcomes = self.table.column("vin").to_pylist(), self.table.column("outcome").to_pylist()
         return [(v, o) for v, o in zip(vins, outcomes) if o is not None]
+
+    def calls(self) -> list[Call]:
+        """Every call the journal holds, as `api_calls` records it (one never answered: `unknown`), with its batch."""
+        columns = self.table.select(["call_id", "vin", "endpoint", "path", "method", "attempt", "status", "units",
+                                     "latency_ms", "error", "called_at", "outcome", "billing", "batch_id"])
+        return [(row["call_id"], CallRecord(
+                    endpoint=row["endpoint"], method=row["method"], path=row["path"], vin=row["vin"], status=row["status"],
+                    attempt=row["attempt"], latency_ms=row["latency_ms"], units=row["units"], error=row["error"],
+                    will_retry=row["outcome"] is None, call_id=row["call_id"], unknown=row["billing"] == UNKNOWN),
+                 row["called_at"], row["batch_id"])
+                for row in columns.to_pylist() if row["call_id"] is not None]
 
     def chunk_result(self) -> ChunkResult:
         """The chunk as `fetch_chunk` returned it: the same calls, answers, times and requests.
@@ -386,6 +461,8 @@ def _take(kind: int, payload: bytes, meta: dict[str, Any], rows: list, sent: dic
         (size,) = struct.unpack_from("<I", payload)
         fields = orjson.loads(payload[4:4 + size])
         has_body = fields.pop()
+        if len(fields) == len(_FIELDS) - 1:  # written before rows named their batch
+            fields.append(None)
         if len(fields) != len(_FIELDS):
             raise ValueError(f"{len(fields)} fields, not {len(_FIELDS)}")
         rows.append((fields, bytes(payload[4 + size:]) if has_body else None))
@@ -397,10 +474,12 @@ def _records(path: Path, meta: dict[str, Any], rows: list[tuple[list[Any], bytes
              sent: dict[str, list[Any]] | None = None, *, damage: str | None = None, torn: bool = False) -> Journal:
     """The journal's table: its rows, then a row per call sent that no row answered (`billing` unknown)."""
     answered = {fields[0] for fields, _ in rows}
-    for call_id, vin, endpoint, route, method, attempt, units, called in (sent or {}).values():
+    for intent in (sent or {}).values():
+        call_id, vin, endpoint, route, method, attempt, units, called = intent[:8]
+        batch = intent[8] if len(intent) > 8 else None  # written before sent records named their batch: none
         if call_id not in answered:
             rows.append(([call_id, vin, endpoint, route, method, attempt, None, units, None, NO_ANSWER, called,
-                          None, None, None, None, None, UNKNOWN], None))
+                          None, None, None, None, None, UNKNOWN, batch], None))
     dataset = meta.get("dataset") or path.name.split("-", 1)[0]
     columns: dict[str, list[Any]] = {name: [fields[i] for fields, _ in rows] for i, name in enumerate(_FIELDS)}
     columns["dataset"] = [dataset] * len(rows)

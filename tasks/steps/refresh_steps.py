@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from fleet_data.tasks.control import resources, stops
+from fleet_data.tasks.control import memory, resources, stops
 from fleet_data.tasks.control.failpoints import failpoint
 from fleet_data.tasks.fetch.lanes import forget_run
 from fleet_data.tasks.ingest.plates import settle_at_ingest
@@ -26,6 +26,7 @@ from fleet_data.tasks.run.context import RunContext
 from fleet_data.tasks.land.pending import DETAILS, record_left_pending
 from fleet_data.tasks.settings import RefreshOptions, service_in_use
 from fleet_data.tasks.land.recover import land_journals
+from fleet_data.tasks.staging.journal import PLATE_LOOKUPS
 
 RUN_DATASET_COLUMNS = {
     **{k: pl.Int64 for k in ("roster", "skipped_fresh", "planned", "estimated_units", "found", "no_data", "failed",
@@ -36,9 +37,14 @@ RUN_DATASET_COLUMNS = {
 
 
 def settle(run: RunContext, fleet: IngestResult, plates: bool) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, int]]:
-    """The roster and rejected rows as they will land: plates needing no call settled, the rest staged for lookups."""
+    """The roster and rejected rows as they will land: plates needing no call settled, the rest staged for lookups.
+
+    Plate lookups a killed run paid for land first (its journal): a plate it had answered is not bought again.
+    """
     if not fleet.plates.height:
         return fleet.roster, fleet.rejected, fleet.summary()
+    if plates:
+        land_journals(run.store, run.staging.root, besides=run.run_id, store=run.staging.remote, only=(PLATE_LOOKUPS,))
     return settle_at_ingest(run.store, fleet, enabled=plates, waiting_path=run.staging.plates_waiting)
 
 
@@ -51,9 +57,15 @@ def ingest(run: RunContext, fleet: IngestResult, paths: list[str], parameters: d
                  prefect_flow_run_id=prefect_flow_run_id, service=service)
     failpoint("ingest")  # crash tests: the run is recorded, its roster not yet landed
     roster, rejected, counts = settle(run, fleet, plates)
-    db.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)
+    land_roster(run, roster, rejected)
     run.publish_if_due()
     return counts
+
+
+def land_roster(run: RunContext, roster: pl.DataFrame, rejected: pl.DataFrame) -> None:
+    """The roster and rejected rows, in one transaction; an allocation refused doing it is exit code 8."""
+    with memory.guarded(memory.LAND):
+        run.store.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)
 
 
 def plan(run: RunContext, datasets: list[str], force: bool, freshness: dict[str, str] | None,
@@ -140,7 +152,7 @@ def answer_without_calls(run: RunContext, fleet: IngestResult, paths: list[str],
     # No call: the run records the service its plan found everything fresh for.
     run.store.start_run("refresh", [str(f) for f in fleet.files] or paths, options.run_parameters(), run_id=run.run_id,
                         service=service_in_use())
-    run.store.land_chunk({"vehicles": roster, "rejected_rows": rejected}, run.run_id)
+    land_roster(run, roster, rejected)
     summary = start_summary(run.run_id, counts, made)
     final_status(summary)
     summary, _ = finish(run, summary, options.lake)

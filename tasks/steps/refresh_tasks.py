@@ -33,6 +33,7 @@ from fleet_data.tasks.settings import RefreshOptions, client_settings, deadline_
 from fleet_data.tasks.steps import refresh_steps as steps
 from fleet_data.tasks.outputs.changes import change_message
 from fleet_data.connectors.notify import PostRetries, post_json
+from fleet_data.connectors.transport import run_calls
 from fleet_data.tasks.control import resources, stops
 from fleet_data.tasks.control.signals import cancelled
 from fleet_data.tasks.fetch.enrich import fetch_chunk
@@ -41,11 +42,11 @@ from fleet_data.tasks.control.calls import Calls
 from fleet_data.tasks.staging.chunk import ChunkResult
 from fleet_data.tasks.control.failpoints import failpoint
 from fleet_data.tasks.ingest.fleet_files import read_fleet
-from fleet_data.tasks.staging.journal import AnswerJournal, read_journal, worth_landing
+from fleet_data.tasks.staging.journal import PLATE_LOOKUPS, AnswerJournal, read_journal, worth_landing
 from fleet_data.tasks.land.landing import land_answers, remove_staged, staged_at
 from fleet_data.tasks.fetch.lanes import fetch_turn
 from fleet_data.tasks.control.logtext import fields
-from fleet_data.tasks.plan.due import read_slice, read_vins
+from fleet_data.tasks.plan.due import due_rows, read_vins
 from fleet_data.tasks.fetch.plates import look_up_plates
 from fleet_data.tasks.ingest.plates import PlateLookups, lookup_keys
 from fleet_data.tasks.land.plates import land_lookups
@@ -95,12 +96,20 @@ def resolve_plates(run_id: str, waiting_path: str, look_up: bool, budget_left: i
     waiting = pl.read_parquet(waiting_path)
     keys = lookup_keys(waiting)
     reporter = progress.current()
+    run = current(run_id)
+    journal = None
     if look_up:
         reporter.start("plates", "Plate lookups", len(keys))
-        lookups = asyncio.run(look_up_plates(keys, calls=_calls(run_id, concurrency, budget_left, "plates")))
+        calls = _calls(run_id, concurrency, budget_left, "plates")
+        # Each call journalled before it is sent: a kill leaves the calls and answers to the next run.
+        journal = AnswerJournal.create(run.staging.answers, run_id, PLATE_LOOKUPS, secrets=(calls.settings.api_key or "",))
+        with journal:
+            lookups = asyncio.run(look_up_plates(keys, calls=calls, journal=journal))
     else:
         lookups = PlateLookups(not_looked_up=keys)
-    outcome = land_lookups(current(run_id).store, run_id, waiting, lookups)
+    outcome = land_lookups(run.store, run_id, waiting, lookups)
+    if journal is not None:
+        journal.delete()  # landed
     Path(waiting_path).unlink(missing_ok=True)  # settled: a second plan of this run has no plates left to price
     get_run_logger().info("plates: %s", fields(outcome))
     return outcome
@@ -146,7 +155,7 @@ def check_recalls(run_id: str, due_path: str | None, batch_size: int, webhook_ur
     reporter = progress.current()
     reporter.start("recalls", "Recall batches", len(vins))
     run = current(run_id)
-    batches = BatchOptions(run.staging.batches, batch_size, webhook_url, webhook_listen)
+    batches = BatchOptions(run.staging.batches, batch_size, webhook_url, webhook_listen, journals=run.staging.answers)
     details: DetailsOutcome | None = None
     db = run.store
     if details_concurrency is None:
@@ -154,7 +163,7 @@ def check_recalls(run_id: str, due_path: str | None, batch_size: int, webhook_ur
         outcome = asyncio.run(run_recall_batches(db, run_id, vins, calls=calls, batches=batches))
     else:
         # Their total grows as each batch lands (a bar's total then: done never runs past it, issue 30).
-        outcome, details = asyncio.run(check_recalls_and_details(
+        outcome, details = run_calls(check_recalls_and_details(
             db, run_id, vins, calls=_calls(run_id, details_concurrency, budget_left, "recalls"), batches=batches,
             journals=run.staging.answers, details_progress=DetailsProgress(
                 done=lambda n: reporter.advance("recall_details", n),
@@ -173,7 +182,7 @@ def recall_details(run_id: str, budget_left: int | None, concurrency: int, match
     run = current(run_id)
     due = run.store.query("recall_details_due", run_id=run_id, batch_id=None).height
     reporter.start("recall_details", "Recall campaign details", due)
-    outcome = asyncio.run(fetch_recall_details(
+    outcome = run_calls(fetch_recall_details(
         run.store, run_id, calls=_calls(run_id, concurrency, budget_left, "recall_details"), match=match,
         journals=run.staging.answers,
     ))
@@ -232,7 +241,7 @@ def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int
     with fetch_turn(run_id, dataset) as lane:  # retries still waiting may be handed to the next chunk
         calls = _calls(run_id, concurrency, budget_left, dataset, access.service.settings())
         with AnswerJournal.create(folder, run_id, dataset, secrets=(calls.settings.api_key or "",)) as journal:
-            result = asyncio.run(fetch_chunk(dataset, rows, calls=calls, journal=journal, lane=lane))
+            result = run_calls(fetch_chunk(dataset, rows, calls=calls, journal=journal, lane=lane))
     # Stopped: no shredding now; the next run lands the journal, shredding it then (docs/stopping.md).
     typed = None if cancelled(run_id) else stage_tables(journal.path)
     staged = publish(journal.path, staging, run_id, access.storage)  # the journal first: typed tables never come without it
@@ -330,8 +339,8 @@ def fetch_dataset_chunk(run_id: str, dataset: str, due_path: str | None, offset:
     assert due_path is not None  # the plan's path, None only for a dataset with nothing due (so no chunk)
     run = current(run_id)
     access = FetchAccess.of_this_process(str(run.staging.answers), stops.for_run(run_id).window.seconds)
-    staged, result = fetch_to_stage(run_id, dataset, read_slice(due_path, offset, length), concurrency, budget_left,
-                                    access)
+    staged, result = fetch_to_stage(run_id, dataset, due_rows(run.store, dataset, due_path, offset, length), concurrency,
+                                    budget_left, access)
     land_staged(run_id, staged)
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))

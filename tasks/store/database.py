@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from fleet_data.tasks.store import dictionary
 from fleet_data.tasks.store import lake
+from fleet_data.tasks.control import memory
 from fleet_data.tasks.control.failpoints import failpoint
 from fleet_data.tasks.control.faults import EnvironmentFault, as_fault, damaged_database
 from fleet_data.tasks.store import fileformat
@@ -220,7 +221,7 @@ class Database:
     def _connect(self) -> duckdb.DuckDBPyConnection:
         try:
             # A new file is written in the format every DuckDB analysts use reads (tasks/store/fileformat.py).
-            return duckdb.connect(self.path, config=fileformat.CONFIG)
+            return duckdb.connect(self.path, config={**fileformat.CONFIG, **memory.duckdb_config()})
         except duckdb.Error as exc:
             if damaged_database(exc):
                 raise DatabaseUnusable(f"{self.path}: the runs' working store is not a DuckDB database, or a damaged "

@@ -51,7 +51,7 @@ async def _drive(url: str, transport: str, concurrency: int) -> float:
 
 
 @pytest.mark.parametrize("concurrency", [20, 100, 400])
-@pytest.mark.parametrize("transport", ["httpx", "httpx-aiohttp", "aiohttp"])
+@pytest.mark.parametrize("transport", ["httpx", "httpx-aiohttp", "aiohttp", "http1"])
 def test_client_throughput(transport, concurrency):
     sandbox = Sandbox.start_subprocess()
     try:

@@ -1,7 +1,7 @@
 """Two refreshes against the sandbox (a separate process, real sockets): exactly the expected changes.
 
 Between the first and the second refresh the sandbox is told that four vehicles changed: a new
-park-it campaign and a closed one, a value beyond the threshold and a new decode, a new title brand
+park-it campaign and a closed one, a 30% value drop and a new decode, a new title brand
 and a lower odometer reading, a released lien. A webhook receiver gets them once, with a `text`
 field and without the key; a third refresh where nothing changed records and posts nothing.
 """
@@ -70,7 +70,7 @@ def scenario(prefect_server, tmp_path_factory):
             events = _service(sandbox, "/v1/lien-theft", VIN_LIEN)["events"]
             lien = next(e for e in events if e["event"] == "Lien")
             sandbox.set_vehicle(VIN_RECALLS, recalls=[*recalls[1:], PARK_IT])
-            sandbox.set_vehicle(VIN_VALUE, value_factor=1.3, specs={"trim": "Changed Trim"})
+            sandbox.set_vehicle(VIN_VALUE, value_factor=0.7, specs={"trim": "Changed Trim"})  # a 30% drop
             sandbox.set_vehicle(VIN_TITLE, title_brands=["Salvage"],
                                 history={"historyInformation": [*history["historyInformation"], ROLLBACK]})
             sandbox.set_vehicle(VIN_LIEN, lien_theft=[e for e in events if e is not lien])
@@ -120,8 +120,20 @@ def test_the_second_refresh_records_exactly_what_the_sandbox_was_told(scenario):
     with open_database(scenario.db) as store:
         before, after = store.sql("SELECT before, after FROM changes WHERE kind = 'value_move'").row(0)
     before, after = json.loads(before), json.loads(after)
-    assert after["retail"] == pytest.approx(before["retail"] * 1.3, rel=0.01)  # what the sandbox was told
-    assert after["change_pct"] == pytest.approx(30, abs=1)
+    assert after["retail"] == pytest.approx(before["retail"] * 0.7, rel=0.01)  # what the sandbox was told
+    assert after["change_pct"] == pytest.approx(-30, abs=1)
+
+
+def test_the_drop_shows_over_six_months_as_first_observed_not_rescaled(scenario):
+    """Issue 26: every answer restates the six months before it on its own scale, so the second answer gave the
+    past 30% lower too; kept as first observed, the six-month change is the drop, not -6%."""
+    with open_database(scenario.db) as store:
+        pct, same = store.sql("SELECT change_pct, same_request FROM vehicle_value_change WHERE vin = $v AND months = 6",
+                              {"v": VIN_VALUE}).row(0)
+        observations = store.sql("SELECT count(DISTINCT fetched_at) FROM trade_in_history WHERE vin = $v",
+                                 {"v": VIN_VALUE}).item()
+    assert observations == 3  # each refresh's answer kept
+    assert float(pct) == pytest.approx(100 * (0.7 / 1.06 - 1), abs=0.5) and same  # the sandbox's past is 6% higher
 
 
 def test_the_summary_and_the_artifact_lead_with_the_changes(scenario):

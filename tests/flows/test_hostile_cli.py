@@ -139,8 +139,39 @@ def test_rows_rejected_one_by_one_run_through_and_are_all_counted(service, db_pa
     assert code == 0, err
     assert "Traceback" not in out + err
     ingest = json.loads(out)["ingest"]
-    # 7 + 16 rows: 4 VINs, 7 duplicates (4 within vin_spellings.csv, 3 across the files), 4 + 8 rejected.
-    assert ingest == {"rows_in": 23, "valid": 4, "duplicates": 7, "rejected": 12, "blank_rows": 0, "files": 2}
+    # 7 + 16 rows: 4 VINs, 6 duplicates (3 within vin_spellings.csv, 3 across the files), 4 + 9 rejected.
+    assert ingest == {"rows_in": 23, "valid": 4, "duplicates": 6, "rejected": 13, "blank_rows": 0, "files": 2}
     assert read(db_path, "SELECT count(*) FROM vehicles") == [(4,)]
     rejected = read(db_path, "SELECT raw_value FROM rejected_rows WHERE source_file LIKE '%formula%' ORDER BY source_row")
     assert [r[0] for r in rejected] == ['=HYPERLINK("http://x","y")', "+cmd", "-2+3", "@SUM(1)"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "refresh"])
+def test_a_fifo_as_the_fleet_file_is_refused_at_once_with_one_line(tmp_path, dry_run):
+    """`mkfifo f.csv; fleet refresh f.csv --dry-run` waited for a writer for ever (killed at 60 s)."""
+    fifo = tmp_path / "f.csv"
+    os.mkfifo(fifo)
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fifo), "--db", str(tmp_path / "fleet.duckdb")]
+    env = {k: v for k, v in os.environ.items() if k not in ("VDS_API_KEY", "VDS_BASE_URL")} | {"PYTHONPATH": str(ROOT)}
+    child = subprocess.Popen(command + (["--dry-run"] if dry_run else []), cwd=ROOT, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = child.communicate(timeout=90)  # a hang guard for a loaded box, not a timing
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        pytest.fail("the command waited on the FIFO")
+    assert child.returncode == 2
+    assert "a named pipe (FIFO), not a regular file" in one_error_line(err, fifo)
+    assert out == "" and not (tmp_path / "fleet.duckdb").exists()
+
+
+def test_a_fifo_as_the_vins_file_or_the_served_file_is_refused(tmp_path, capsys):
+    fifo = tmp_path / "vins.txt"
+    os.mkfifo(fifo)
+    assert main(["backfill", "--vins-file", str(fifo), "--db", str(tmp_path / "fleet.duckdb")]) == 2
+    assert "--vins-file" in capsys.readouterr().err
+    assert main(["serve", str(fifo), "--db", str(tmp_path / "fleet.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a named pipe (FIFO), not a regular file" in err

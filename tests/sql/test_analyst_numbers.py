@@ -183,8 +183,10 @@ def test_mileage_conflicts_lists_the_file_mileages_below_the_latest_odometer(sam
     rows = db.sql("SELECT vin, file_mileage, latest_odometer, odometer_date, gap, reason FROM mileage_conflicts").rows()
     assert {v: (f, o, d, g) for v, f, o, d, g, _ in rows} == expected
     worst = max(rows, key=lambda r: r[4])
+    # The reason says what the valuation was really asked with: here (landed as a valuation before the history
+    # was known) the file's figure, recorded without its source.
     assert worst[5] == (f"fleet file says {worst[1]:,} mi, history read {worst[2]:,} mi on {worst[3]:%Y-%m-%d}: "
-                        f"{worst[4]:,} mi more")
+                        f"{worst[4]:,} mi more; the latest valuation ({NOW:%Y-%m-%d}) was asked with {worst[1]:,} mi")
 
 
 def test_valuations_are_asked_with_the_larger_mileage(sample, tmp_path):

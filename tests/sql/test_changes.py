@@ -115,6 +115,33 @@ def test_a_value_move_beyond_the_runs_threshold(db):
     assert after["change_pct"] == pytest.approx(100 * (moved["retail"] - small["retail"]) / small["retail"], abs=0.01)
 
 
+def test_a_revaluation_at_another_mileage_is_no_value_move(db):
+    """Issue 26: the first valuation asked with the fleet file's mileage, the next with the history odometer."""
+    for run, at in (("r1", T0), ("r2", T1), ("r3", T2)):
+        start(db, run, at)
+    asked = {"state": "TX", "mileage_unit": "mi", "condition": "clean", "country": "US"}
+    file_mileage = {**asked, "mileage": 30000, "mileage_source": "fleet_file"}
+    odometer = {**asked, "mileage": 90000, "mileage_source": "history"}
+
+    def value(run: str, retail: float, request: dict, at: datetime) -> None:
+        body = payload("market_value")
+        body["retail"] = retail
+        result = ChunkResult("market_value", found=[(VIN, m.MarketValue.from_payload(body), at)], requests={VIN: request})
+        land_enrichment(db, run, result)
+
+    value("r1", 20000, file_mileage, T0)
+    value("r2", 16000, odometer, T1)  # -20%, only because 60,000 more miles were asked
+    assert changes(db, "r2") == [(VIN, "market_value", "revaluation", "", "info")]
+    before, after = detail(db, "r2", "revaluation")
+    assert (before["mileage"], before["mileage_source"], after["mileage"], after["mileage_source"]) == (
+        30000, "fleet_file", 90000, "history")
+    assert (before["retail"], after["retail"], after["change_pct"]) == (20000, 16000, -20)
+    value("r3", 13600, odometer, T2)  # the same request: the world moved -15%
+    assert changes(db, "r3") == [(VIN, "market_value", "value_move", "", "info")]
+    rows = db.sql("SELECT mileage, mileage_source, country FROM market_values ORDER BY valued_on").rows()
+    assert rows == [(30000, "fleet_file", "US"), (90000, "history", "US"), (90000, "history", "US")]
+
+
 def test_title_brands_and_an_odometer_rollback(db):
     start(db, "r1", T0)
     start(db, "r2", T1)

@@ -66,10 +66,10 @@ def test_comments_follow_an_edited_description(db):
     entries = dictionary.load()
     entries["vehicles"].columns["unit_number"] = "Edited."
     # Only what differs is written: the column, and the views that take its description from it.
-    assert dictionary.apply(db.connection, entries) == 5
+    assert dictionary.apply(db.connection, entries) == 6
     edited = db.sql("SELECT table_name FROM duckdb_columns() WHERE column_name = 'unit_number' AND comment = 'Edited.'")
-    assert sorted(edited["table_name"]) == ["changes_latest_run", "open_recalls", "vehicle_overview", "vehicle_value_trend",
-                                           "vehicles"]
+    assert sorted(edited["table_name"]) == ["changes_latest_run", "open_recalls", "vehicle_overview", "vehicle_value_change",
+                                           "vehicle_value_trend", "vehicles"]
     assert dictionary.apply(db.connection, entries) == 0
 
 

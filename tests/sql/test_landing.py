@@ -204,6 +204,34 @@ def test_check_with_no_campaigns_closes_all(db):
     assert db.sql("SELECT closed_at FROM recalls")["closed_at"].to_list() == [T1]
 
 
+def test_a_model_list_never_downgrades_or_closes_a_campaign_confirmed_for_the_vin(db):
+    # The VIN's own lookup confirmed A (park outside) and B.
+    db.land("recalls", pl.DataFrame([{**recall("24V001", T0), "park_outside": True}, recall("24V002", T0)]), "r1")
+    db.land("recall_checks", pl.DataFrame([check(V1, T0, 2)]), "r1")
+    # A cheaper run matches by model: its list names A and C, not B.
+    model_rows = [{**recall("24V001", T1), "park_outside": True, "matched_by": "model"},
+                  {**recall("24V003", T1), "matched_by": "model"}]
+    db.land("recalls", pl.DataFrame(model_rows), "r2")
+    db.land("recall_checks", pl.DataFrame([check(V1, T1, 2, via="model")]), "r2")
+    rows = db.sql("SELECT nhtsa_campaign_number, matched_by, closed_at FROM recalls ORDER BY 1").rows()
+    assert rows == [("24V001", "vin", None), ("24V002", "vin", None), ("24V003", "model", None)]
+    assert db.sql("SELECT vin, matched_by FROM open_recalls WHERE park_outside").rows() == [(V1, "vin")]
+    # Landing the model's list again, or a later model list without C: C (only likely) closes, A and B stay.
+    db.land("recalls", pl.DataFrame(model_rows[:1]), "r3")
+    db.land("recalls", pl.DataFrame([{**model_rows[0], "fetched_at": T2}]), "r3")
+    db.land("recall_checks", pl.DataFrame([check(V1, T2, 1, via="model")]), "r3")
+    rows = db.sql("SELECT nhtsa_campaign_number, matched_by, closed_at FROM recalls ORDER BY 1").rows()
+    assert rows == [("24V001", "vin", None), ("24V002", "vin", None), ("24V003", "model", T2)]
+    # Only an answer for the VIN closes what was confirmed for it.
+    later = utc(2026, 4, 5, 12)
+    db.land("recalls", pl.DataFrame([recall("24V002", later)]), "r4")
+    db.land("recall_checks", pl.DataFrame([check(V1, later, 1)]), "r4")
+    rows = db.sql("SELECT nhtsa_campaign_number, matched_by, closed_at FROM recalls ORDER BY 1").rows()
+    assert rows == [("24V001", "vin", later), ("24V002", "vin", None), ("24V003", "model", T2)]
+    assert db.sql("SELECT subject FROM changes WHERE kind = 'closed_recall' ORDER BY 1").rows() == [
+        ("24V001",), ("24V003",)]
+
+
 def failure(vin, fetched_at, attempts=3, dataset="specs", status=503):
     return {"vin": vin, "dataset": dataset, "status": status, "message": "upstream unavailable",
             "retryable": True, "attempts": attempts, "fetched_at": fetched_at}  # fmt: skip

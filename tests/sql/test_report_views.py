@@ -81,3 +81,27 @@ def test_units_by_month_counts_calls_units_failures_and_no_data_per_utc_month(db
         (date(2026, 2, 1), "/specs", 3, 0, 2, 1),
         (date(2026, 2, 1), "/v1/recalls-batch/submit", 1, 40, 0, 0),
     ]
+
+
+def test_the_headline_says_unknown_not_zero_for_what_was_never_asked(db):
+    """Issue 26: a fleet never checked for liens, thefts, title brands or recalls has no "0 stolen" to show."""
+    import re
+
+    from fleet_data.tasks.outputs.report import build_report
+
+    db.land("vehicles", pl.DataFrame({"vin": [V1, V2]}), "r1", fetched_at=at(1))
+    db.land("market_values", pl.DataFrame([{"vin": V1, "retail": 9000.0, "trade_in": 8000.0, "fetched_at": at(1)}]), "r1")
+    figures = ("open_recalls", "vehicles_with_open_recalls", "vehicles_to_park", "likely_to_park", "stolen_vehicles",
+               "active_lien_vehicles", "title_branded_vehicles")
+    headline = db.query("report_headline").row(0, named=True)
+    assert {k: headline[k] for k in figures} == dict.fromkeys(figures)
+    assert (headline["vehicles"], headline["valued_vehicles"], headline["lien_theft_checked"]) == (2, 1, 0)
+    page, _ = build_report(db, "fleet.duckdb")
+    shown = dict(re.findall(r'id="([a-z-]+)" data-value="([^"]*)"', page))
+    assert [shown[k] for k in ("open-recalls", "vehicles-to-park", "stolen-now", "active-liens", "title-branded")] == [""] * 5
+    # One vehicle answered lien/theft with nothing on record: now a zero is known, for the one vehicle checked.
+    db.land("fetch_status", pl.DataFrame([{"vin": V2, "dataset": "lien_theft", "outcome": "no_data",
+                                           "fetched_at": at(2)}]), "r2")
+    headline = db.query("report_headline").row(0, named=True)
+    assert (headline["stolen_vehicles"], headline["active_lien_vehicles"], headline["lien_theft_checked"]) == (0, 0, 1)
+    assert "(of 1 checked)" in build_report(db, "fleet.duckdb")[0]

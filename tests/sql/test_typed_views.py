@@ -119,7 +119,7 @@ def test_vehicle_overview_sums_up_liens_and_thefts(liens):
         (VD, 4, 2, ["ACME BANK"], False),  # the holder-less lien counts, and has no name to list
         (VE, 4, 0, None, True),
         (VF, 0, 0, None, False),  # answered, nothing on record
-        (VG, 0, None, None, None),  # never asked: unknown
+        (VG, None, None, None, None),  # never asked: unknown, its events too (not 0)
     ]
 
 

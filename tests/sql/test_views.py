@@ -1,6 +1,6 @@
 """The analyst views on a small hand-made fleet: rows in, rows out."""
 
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 
 import polars as pl
 import pytest
@@ -94,17 +94,34 @@ def test_vehicle_overview_one_row_per_vehicle(fleet):
     )
     assert out.rows() == [
         # 19V500 was not in the later complete check, so it is closed: one open campaign.
-        (V1, "U1", 2003, "Honda", "Accord", 8500.0, date(2026, 2, 5), 1, ["Salvage"], 0),
+        # Lien/theft never answered for V1 or V3: their events are unknown, not 0.
+        (V1, "U1", 2003, "Honda", "Accord", 8500.0, date(2026, 2, 5), 1, ["Salvage"], None),
         # A batch check gives only a count.
         (V2, "U2", 2019, "Ford", "F-150", 30000.0, date(2026, 2, 5), 3, None, 1),
         # Never checked for recalls: unknown, not zero.
-        (V3, "U3", 2012, "BMW", "328i", 20000.0, date(2026, 2, 5), None, None, 0),
+        (V3, "U3", 2012, "BMW", "328i", 20000.0, date(2026, 2, 5), None, None, None),
     ]
 
 
 def test_open_recalls(fleet):
     out = fleet.sql("SELECT vin, unit_number, fleet, make, nhtsa_campaign_number, component FROM open_recalls")
     assert out.rows() == [(V1, "U1", "North", "Honda", "24V001", "AIR BAGS")]
+
+
+def test_open_recalls_say_whether_a_remedy_is_available_and_carry_the_notes(db):
+    remedies = {
+        "24V001000": ("Dealers will replace the air bag inflator, free of charge.", True),
+        "24V002000": ("The remedy is currently under development. Owners will be notified when it is available.", False),
+        "24V003000": ("Remedy not yet available.", False),
+        "24V004000": ("Interim notification letters will be mailed; a second notice once parts are available.", False),
+        "24V005000": (None, None),
+    }
+    db.land("recalls", pl.DataFrame([{"vin": V1, "nhtsa_campaign_number": c, "remedy": text,
+                                      "notes": "Call the hotline." if c.endswith("1000") else None, "fetched_at": T0}
+                                     for c, (text, _) in remedies.items()], schema_overrides={"remedy": pl.String}), "r1")
+    rows = db.sql("SELECT nhtsa_campaign_number, remedy_available, notes FROM open_recalls ORDER BY 1").rows()
+    assert rows == [(c, available, "Call the hotline." if c.endswith("1000") else None)
+                    for c, (_, available) in remedies.items()]
 
 
 def test_fleet_value_by_model(fleet):
@@ -145,3 +162,35 @@ def test_views_are_documented(db):
             if line.startswith("CREATE TABLE "):
                 name = line.split()[2]
                 assert f"`{name}`" in readme, name
+
+
+def test_value_history_is_kept_as_observed_and_a_drop_shows_as_such(db):
+    """Issue 26: each answer restates the six months before it on its own scale; a 30% drop rescaled the past."""
+    from fleet_data.connectors import models as m
+    from fleet_data.connectors.sandbox import valuation
+    from fleet_data.tasks.land.landing import land_enrichment
+    from fleet_data.tasks.staging.chunk import ChunkResult
+
+    now = datetime.now(timezone.utc)
+    asked = {"state": "TX", "mileage": 40000, "mileage_unit": "mi", "condition": "clean", "mileage_source": "fleet_file"}
+    db.land("vehicles", pl.DataFrame({"vin": [V1], "unit_number": ["U1"]}), "r1")
+    for run, factor, at in (("r1", 1.0, now - timedelta(hours=2)), ("r2", 0.7, now)):
+        body = valuation.market_value_v2(V1, "TX", 40000, "clean", factor)
+        answer = m.MarketValue.from_payload({"success": True, **body})
+        land_enrichment(db, run, ChunkResult("market_value", found=[(V1, answer, at)], requests={V1: asked}))
+    first, second = (valuation.market_value_v2(V1, "TX", 40000, "clean", f) for f in (1.0, 0.7))
+    # Both answers' months are kept, each with when it was observed.
+    assert db.sql("SELECT count(*), count(DISTINCT month), count(DISTINCT fetched_at) FROM trade_in_history").row(0) == (
+        12, 6, 2)
+    oldest = first["trade_in_values"][0]
+    month = date.fromisoformat(oldest["date"][:10])
+    row = db.sql("SELECT trade_in, latest_trade_in, observations, first_run_id FROM trade_in_by_month "
+                 "WHERE vin = $v AND month = $m", {"v": V1, "m": month}).row(0)
+    assert row == (float(oldest["value"]), float(second["trade_in_values"][0]["value"]), 2, "r1")
+    # Over six months, as first observed: the drop the service reports, not the past rescaled by the latest answer.
+    change = db.sql("SELECT trade_in_then, trade_in_now, change_pct, same_request FROM vehicle_value_change "
+                    "WHERE vin = $v AND months = 6", {"v": V1}).row(0)
+    assert change[:2] == (float(oldest["value"]), float(second["trade_in"]))
+    assert float(change[2]) == pytest.approx(100 * (0.7 / 1.06 - 1), abs=0.5) and change[3] is True
+    rescaled = 100 * (second["trade_in"] / float(second["trade_in_values"][0]["value"]) - 1)
+    assert rescaled == pytest.approx(-5.7, abs=0.3)  # what a history overwritten by the latest answer said

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fleet_data.tasks.ingest.fleet_files import FleetFileError, read_fleet
+from fleet_data.tasks.ingest.vins import is_valid_vin
 from fleet_data.tasks.store.database import open_database
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,7 +117,7 @@ def test_vin_spellings_each_get_their_own_outcome():
     result = read_fleet([path])
     assert result.roster.select("vin", "source_row", "case", "duplicate_count").rows() == [
         (V1, 1, "plain", 2),  # rows 10 (lower case) and 11 (dashes and spaces) collapse into it
-        (V2, 2, "surrounding spaces", 1),  # row 12 (zero-width space)
+        (V2, 2, "surrounding spaces", 0),
         (V3, 3, "lower case", 1),  # row 13 (no-break space)
         (V4, 4, "embedded spaces", 0),
     ]
@@ -126,13 +127,14 @@ def test_vin_spellings_each_get_their_own_outcome():
         (7, "invalid_characters"),  # Q
         (8, "wrong_length"),  # 16 characters
         (9, "wrong_length"),  # 18 characters
+        (12, "invisible_characters"),  # a zero-width space: not cleaned away, named
         (14, "missing"),
         (15, "check_digit"),
-        (16, "invalid_characters"),  # a full-width digit is not a VIN character
+        (16, "confusable_characters"),  # a full-width digit looks like one and is not a VIN character
     ]
     # The raw value is kept as the user typed it, so they can find and fix the row.
     assert result.rejected.filter(pl.col("source_row") == 8)["raw_value"].item() == V1[:16]
-    assert (result.rows_in, result.valid, result.duplicates, result.rejected_count) == (16, 4, 4, 8)
+    assert (result.rows_in, result.valid, result.duplicates, result.rejected_count) == (16, 4, 3, 9)
     assert_every_row_accounted(result, csv_records(path))
 
 
@@ -175,12 +177,12 @@ def test_formula_text_lands_and_exports_as_inert_text(tmp_path):
     assert {p.suffix for p in (tmp_path / "lake").rglob("*") if p.is_file()} == {".parquet"}
 
 
-def test_int64_vin_column_rejects_each_row_for_what_its_digits_say():
+def test_int64_vin_column_rejects_each_row_as_not_text():
     path = HOSTILE / "vin_int64.parquet"
     result = read_fleet([path])
     assert result.rejected.select("source_row", "raw_value", "reason").rows() == [
-        (1, "123", "wrong_length"),
-        (2, "12345678901234567", "check_digit"),
+        (1, "123", "not_text"),
+        (2, "12345678901234567", "not_text"),  # was check_digit: a reason about digits that were never a VIN
         (3, None, "missing"),
     ]
     assert_every_row_accounted(result, pq.ParquetFile(path).metadata.num_rows)
@@ -211,7 +213,7 @@ def test_nul_bytes_past_the_sniffed_head_land_as_a_reject(tmp_path):
     path = tmp_path / "late_nul.csv"
     path.write_bytes(b"vin\n" + f"{V1}\n".encode() * 5000 + b"\x00\x00junk\n")
     result = read_fleet([path])
-    assert result.rejected.select("source_row", "raw_value", "reason").rows() == [(5001, "\x00\x00junk", "wrong_length")]
+    assert result.rejected.select("source_row", "raw_value", "reason").rows() == [(5001, "\x00\x00junk", "invisible_characters")]
     assert (result.valid, result.duplicates) == (1, 4999)
     with open_database(tmp_path / "fleet.duckdb") as db:
         run_id = db.start_run("refresh", result.files, {})
@@ -257,3 +259,92 @@ def test_the_same_file_named_twice_is_read_once(tmp_path, monkeypatch):
     result = read_fleet(["crlf.csv", FLEETS / "crlf.csv", "./crlf.csv", str(FLEETS / "crl*.csv")])
     assert result.files.count("crlf.csv") == 1 and str(FLEETS / "crlf.csv") not in result.files
     assert result.roster.filter(pl.col("source_file") == "crlf.csv")["duplicate_count"].to_list() == [0, 0]
+
+
+def _socket_at(path: Path):
+    import socket
+
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    return server
+
+
+@pytest.mark.timeout(60)  # before the check, reading the FIFO waited for a writer for ever
+def test_a_fifo_a_device_or_a_socket_is_refused_by_name_without_being_opened(tmp_path):
+    import os
+
+    fifo = tmp_path / "fleet.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(FleetFileError) as caught:
+        read_fleet([fifo])
+    assert_clear(caught.value, fifo, "a named pipe (FIFO), not a regular file", "save the data to a regular file")
+    with pytest.raises(FleetFileError) as caught:
+        read_fleet(["/dev/zero"])  # never ends: read whole, it would fill the memory
+    assert_clear(caught.value, "/dev/zero", "a character device, not a regular file")
+    server = _socket_at(tmp_path / "fleet.sock")
+    try:
+        with pytest.raises(FleetFileError) as caught:
+            read_fleet([tmp_path / "fleet.sock"])
+        assert_clear(caught.value, tmp_path / "fleet.sock", "a socket, not a regular file")
+    finally:
+        server.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_in_a_folder_or_a_glob_is_listed_as_skipped_never_opened(tmp_path):
+    import os
+    import shutil
+
+    shutil.copy(FLEETS / "crlf.csv", tmp_path / "good.csv")
+    os.mkfifo(tmp_path / "waiting.csv")
+    for given in (tmp_path, tmp_path / "*.csv"):
+        result = read_fleet([given])
+        assert result.files == [str(tmp_path / "good.csv")]
+        assert result.skipped_files == [str(tmp_path / "waiting.csv")]
+    with pytest.raises(FleetFileError, match="no files match this pattern"):
+        read_fleet([tmp_path / "wait*.csv"])
+
+
+def _with_check_digit(body: str) -> str:
+    """`body` (17 characters, position 9 a placeholder) made a valid North American VIN."""
+    from fleet_data.tasks.ingest.vins import check_digit
+
+    digit = check_digit(body[:8] + "0" + body[9:])
+    assert digit is not None
+    return body[:8] + digit + body[9:]
+
+
+def test_numbers_invisible_and_look_alike_characters_each_get_their_own_reason_and_none_is_accepted(tmp_path):
+    """Several values below would be a valid VIN once cleaned up (the old rules stripped zero-width characters
+    and a BOM, and upper-cased a long s into S and a ligature into FF: five were accepted); none is a VIN as
+    written, and each is named in `rejected_rows` for what it holds."""
+    with_s, with_ff = _with_check_digit("1HGCM8S6?3A004352"), _with_check_digit("1HGCMFF6?3A004352")
+    forged = {
+        f"{V1[:4]}\u200b{V1[4:]}": "invisible_characters",  # zero-width space
+        f"{V1[:4]}\u200d{V1[4:]}": "invisible_characters",  # zero-width joiner
+        f"\ufeff{V1}": "invisible_characters",  # a BOM pasted in front
+        f"{V1[:5]}\u00ad{V1[5:]}": "invisible_characters",  # soft hyphen
+        f"{V1}\u200e": "invisible_characters",  # left-to-right mark
+        V1.replace("A", "\u0410"): "confusable_characters",  # Cyrillic A
+        V1.replace("C", "\u0421"): "confusable_characters",  # Cyrillic Es
+        V1.replace("0", "\u039f", 1): "confusable_characters",  # Greek Omicron for a zero
+        "\uff11" + V1[1:]: "confusable_characters",  # full-width digit one
+        with_s.replace("S", "\u017f"): "confusable_characters",  # long s: upper-cased, an S
+        with_ff.replace("FF", "\ufb00"): "confusable_characters",  # the ligature ff: upper-cased, FF
+    }
+    path = tmp_path / "forged.csv"
+    path.write_text("vin,unit\n" + "".join(f"{raw},{i}\n" for i, raw in enumerate(forged, 1)) + f"{V1},ok\n",
+                    encoding="utf-8")
+    numbers = tmp_path / "numbers.parquet"
+    pl.DataFrame({"vin": [11111111111111111, 123, None], "unit": ["a", "b", "c"]}).write_parquet(numbers)
+    assert is_valid_vin("11111111111111111")  # as text, a valid VIN
+    result = read_fleet([path, numbers])
+    reasons = dict(zip(result.rejected["raw_value"].to_list(), result.rejected["reason"].to_list()))
+    assert {raw: reasons.get(raw) for raw in forged} == forged
+    assert reasons["11111111111111111"] == reasons["123"] == "not_text"
+    assert result.roster["vin"].to_list() == [V1] and result.duplicates == 0  # nothing forged joined the roster
+    with open_database(tmp_path / "fleet.duckdb") as db:  # as analysts find them
+        run_id = db.start_run("refresh", result.files, {})
+        db.land_chunk({"vehicles": result.roster, "rejected_rows": result.rejected}, run_id)
+        landed = dict(db.sql("SELECT reason, count(*) FROM rejected_rows GROUP BY reason").rows())
+    assert landed == {"invisible_characters": 5, "confusable_characters": 6, "not_text": 2, "missing": 1}

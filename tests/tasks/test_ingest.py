@@ -326,7 +326,7 @@ def test_a_parquet_file_is_read_in_slices_with_the_same_rows_as_whole(tmp_path, 
     process = ingest._process_slice
     monkeypatch.setattr(ingest, "SLICE_ROWS", 50)
     monkeypatch.setattr(ingest, "_read_parquet", None)  # never read whole
-    monkeypatch.setattr(ingest, "_process_slice", lambda frame, pieces: (seen.append(frame.height), process(frame, pieces)))
+    monkeypatch.setattr(ingest, "_process_slice", lambda frame, pieces, **kw: (seen.append(frame.height), process(frame, pieces, **kw)))
     sliced = read_fleet([path])
     assert len(seen) >= 600 // 50 and max(seen) <= 50
     assert sliced.summary() == whole.summary()

@@ -244,3 +244,39 @@ async def test_a_landing_that_fails_leaves_the_journal(sandbox, tmp_path, monkey
     finally:
         db.close()
 
+
+
+def test_a_batch_call_is_journalled_with_its_batch_and_an_older_journal_still_reads(tmp_path):
+    """Recall batch calls name their batch, sent or answered (`api_calls.batch_id` lands from it); a journal
+    written before records named a batch reads back whole, its calls under no batch."""
+    import struct
+
+    import orjson
+
+    from fleet_data.connectors.calls import CallIntent
+    from fleet_data.tasks.staging import journal as j
+
+    at = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    submit = CallIntent("c-submit", "recalls-batch-submit", "POST", "/v1/recalls-batch/submit", None, 1, 40)
+    status = CallIntent("c-status", "recalls-batch-status", "GET", "/v1/recalls-batch/status", None, 1, 0)
+    answered = CallRecord(endpoint="recalls-batch-status", method="GET", path="/v1/recalls-batch/status", vin=None,
+                          status=200, attempt=1, latency_ms=3.0, units=0, error=None, will_retry=False, call_id="c-status")
+    with AnswerJournal.create(tmp_path, RUN, j.BATCH_CALLS) as journal:
+        journal.sent(submit, at, "pending:k1")
+        journal.sent(status, at, "b-77")
+        journal.attempt(("c-status", answered, at, "b-77"))
+    calls = {cid: (record.units, record.unknown, batch) for cid, record, _, batch in read_journal(journal.path).calls()}
+    assert calls == {"c-status": (0, False, "b-77"), "c-submit": (40, True, "pending:k1")}
+
+    head = orjson.dumps({"format": j.FORMAT, "run_id": RUN, "dataset": "specs"})
+    sent = [orjson.dumps([cid, VINS[0], "specs", "/specs", "GET", 1, 1, 0]) for cid in ("c1", "c2")]  # 8 fields
+    meta = orjson.dumps(["c1", VINS[0], "specs", "/specs", "GET", 1, 404, 0, 5.0, None, 0,
+                         "no_data", 0, None, None, None, "known", False])  # no batch before its body flag
+    older = tmp_path / "older.arrows"
+    older.write_bytes(j._MAGIC + j._frame(j._HEAD, head) + b"".join(j._frame(j._SENT, s) for s in sent)
+                      + j._frame(j._ROW, struct.pack("<I", len(meta)) + meta))
+    read = read_journal(older)
+    assert read.damage is None and not read.torn
+    assert read.table.select(["call_id", "outcome", "billing", "batch_id"]).to_pylist() == [
+        {"call_id": "c1", "outcome": "no_data", "billing": "known", "batch_id": None},
+        {"call_id": "c2", "outcome": None, "billing": "unknown", "batch_id": None}]

@@ -125,3 +125,34 @@ def test_a_plan_from_the_roster_as_read_equals_the_plan_from_the_landed_roster(t
         assert {**vars(got), "path": None} == {**vars(expected), "path": None}, name
         if expected.path:
             assert pl.read_parquet(got.path).equals(pl.read_parquet(expected.path)), name
+
+
+def test_a_canadian_mileage_without_a_unit_is_counted_and_named_not_converted(tmp_path):
+    """Issue 26: a Canadian row whose file says neither km nor mi was taken as miles, converted and sent."""
+    import polars as pl
+
+    from fleet_data.tasks.datasets import valuation_request
+    from fleet_data.tasks.ingest.fleet_files import read_fleet
+    from fleet_data.tasks.outputs.summary import notes, start_summary
+    from fleet_data.tasks.plan.due import make_plan, read_slice
+    from fleet_data.tasks.store.database import open_database
+
+    on, ca, km, tx = "2T1BURHE3JC012345", "2T1BURHE5JC012346", "2T1BURHE7JC012347", "JTDKARFU4HL133505"
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text(f"vin,state,country,mileage\n{on},ON,,147702\n{ca},,Canada,80000\n{km},QC,,\"52,000 km\"\n"
+                     f"{tx},TX,,40000\n")
+    roster = read_fleet(fleet).roster
+    with open_database(tmp_path / "fleet.duckdb") as db:
+        run = db.start_run("refresh", ["fleet.csv"])
+        db.land("vehicles", roster, run)
+        plan = make_plan(db, run, ["market_value"], tmp_path / "staging")
+        valued = plan.datasets["market_value"]
+        asked = {r["vin"]: valuation_request(r) for r in read_slice(valued.path)}
+    assert (valued.unit_unknown, sorted(valued.unit_unknown_vins)) == (2, sorted([on, ca]))
+    assert [(asked[v]["mileage"], asked[v]["country"]) for v in (on, ca, km, tx)] == [
+        (None, "CA"), (None, "CA"), (52000, "CA"), (40000, "US")]  # unknown: not sent; known: as the spec wants
+    summary = start_summary(run, {"rows_in": 4, "valid": 4}, plan)
+    assert summary["mileage_unit_unknown"] == {"dataset": "market_value", "vehicles": 2, "vins": valued.unit_unknown_vins}
+    [line] = [n for n in notes(summary) if "without their mileage" in n]
+    assert on in line and ca in line and line.startswith("market_value: 2 Canadian vehicles")
+    assert pl.read_parquet(valued.path).filter(pl.col("vin") == tx)["mileage_unit"].to_list() == [None]  # never assumed

@@ -188,3 +188,46 @@ def test_a_plate_leading_to_a_vin_the_file_lists_is_a_duplicate_of_that_row(tmp_
                       "FROM vehicles ORDER BY vin").rows() == [
             (V2, "plate", 0, None, None, "ON"), (V1, "file", 1, "CC-7", None, None)]  # the file's row, counted once more
         assert db.sql("SELECT count(*) FROM plate_resolutions WHERE run_id = $r", {"r": run}).item() == 2
+
+
+async def test_journalled_lookups_land_from_the_journal_as_they_land_from_the_run(sandbox, tmp_path):
+    """A run killed after its lookups leaves their journal: landed by the next run, it gives the same
+    resolutions and the same calls as the lookups' own landing, and landing it twice changes nothing."""
+    from fleet_data.connectors import RetryPolicy
+    from fleet_data.connectors.sandbox import FaultConfig
+    from fleet_data.tasks.land.frames import api_calls_frame
+    from fleet_data.tasks.land.recover import land_journals
+    from fleet_data.tasks.staging.journal import PLATE_LOOKUPS, AnswerJournal, read_journal
+    from fleet_data.tasks.store.database import open_database
+
+    settings = Settings(api_key="plates_journal_key", base_url=sandbox.url,
+                        retry=RetryPolicy(initial_backoff=0.001, max_backoff=0.01, max_retry_after=0.01))
+    sandbox.set_faults(FaultConfig(rate=0.3, statuses=[502], seed=5))  # some lookups retried: their calls journalled too
+    keys = [("US", "TX", sandbox_plate(True, i * 10)) for i in range(6)] + [("US", "TX", sandbox_plate(False))]
+    answers = tmp_path / "staging" / "run-1" / "answers"
+    with AnswerJournal.create(answers, "run-1", PLATE_LOOKUPS, secrets=("plates_journal_key",)) as journal:
+        lookups = await look_up_plates(keys, calls=Calls(settings=settings, concurrency=3, budget=Budget(None)),
+                                       journal=journal)
+    assert len(lookups.calls) > len(keys)  # retries happened
+    read = read_journal(journal.path)
+    assert read.damage is None and "plates_journal_key" not in journal.path.read_text(errors="replace")
+
+    written = journal.path.read_bytes()
+    with open_database(tmp_path / "fleet.duckdb") as db:
+        run = db.start_run("refresh", ["f.csv"], run_id="run-1", started_at=T0)
+        landed = []
+        for _ in range(2):  # the second time as if the kill came after the landing, before the journal's deletion
+            journal.path.write_bytes(written)
+            assert land_journals(db, tmp_path / "staging", besides="run-2")["journals"] == 1
+            assert not journal.path.exists()  # landed, then deleted
+            landed.append((
+                db.sql("SELECT call_id, endpoint, vin, status, units, attempt, billing FROM api_calls ORDER BY call_id").rows(),
+                db.sql("SELECT plate, state, country, vin, outcome, status FROM plate_resolutions ORDER BY plate").rows()))
+        assert landed[0] == landed[1]
+        journal_calls, resolutions = landed[0]
+        expected_calls = api_calls_frame(lookups.calls).select(
+            "call_id", "endpoint", "vin", "status", "units", "attempt", "billing").sort("call_id").rows()
+        assert journal_calls == expected_calls
+        assert resolutions == resolutions_frame(lookups).select(
+            "plate", "state", "country", "vin", "outcome", "status").sort("plate").rows()
+        assert db.sql("SELECT count(*) FROM plate_resolutions WHERE run_id = $r", {"r": run}).item() == len(keys)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fleet_data.tasks.control.calls import Calls
+from fleet_data.tasks.datasets import mileage_unit_unknown
 from fleet_data.tasks.fetch.enrich import fetch_chunk, valuation_request
 from fleet_data.tasks.ingest.fleet_files import read_fleet
 from fleet_data.tasks.land.landing import land_enrichment
@@ -42,28 +43,43 @@ def test_the_mileage_unit_comes_from_the_header_or_the_cell(tmp_path):
     km_header = read_fleet(write(tmp_path, f"vin,odometer_km\n{TX},\"100,000\"\n{ON},\n", "a.csv"))
     assert km_header.roster.select("vin", "mileage", "mileage_unit").rows() == [(TX, 100000, "km"), (ON, None, None)]
     cells = read_fleet(write(tmp_path, f"vin,mileage\n{TX},12 345 KM\n{ON},40000\n{CA},52000 miles\n", "b.csv"))
-    assert cells.roster.select("mileage", "mileage_unit").rows() == [(12345, "km"), (40000, "mi"), (52000, "mi")]
+    # A plain number says no unit: unknown (NULL), decided by the vehicle's market when it is valued.
+    assert cells.roster.select("mileage", "mileage_unit").rows() == [(12345, "km"), (40000, None), (52000, "mi")]
     for header in ("mileage_km", "Odometer (km)", "kilometrage"):
         read = read_fleet(write(tmp_path, f"vin,{header}\n{TX},7\n", "c.csv"))
         assert read.roster.select("mileage", "mileage_unit").rows() == [(7, "km")], header
 
 
 @pytest.mark.parametrize(("row", "asked"), [
-    ({"state": "TX", "mileage": 100000, "mileage_unit": "km", "condition": "excellent"},
-     {"state": "TX", "mileage": 62137, "mileage_unit": "mi", "condition": "excellent"}),
-    ({"state": "DC", "mileage": 40000, "mileage_unit": "mi", "condition": None},
-     {"state": "DC", "mileage": 40000, "mileage_unit": "mi", "condition": None}),
+    ({"state": "TX", "mileage": 100000, "mileage_unit": "km", "condition": "excellent", "mileage_source": "fleet_file"},
+     {"state": "TX", "mileage": 62137, "mileage_unit": "mi", "condition": "excellent", "mileage_source": "fleet_file",
+      "country": "US"}),
+    ({"state": "DC", "mileage": 40000, "mileage_unit": "mi", "condition": None, "mileage_source": "history"},
+     {"state": "DC", "mileage": 40000, "mileage_unit": "mi", "condition": None, "mileage_source": "history",
+      "country": "US"}),
     ({"state": "ON", "mileage": 50000, "mileage_unit": "km", "condition": "rough"},  # Canada: km as given, no state
-     {"state": None, "mileage": 50000, "mileage_unit": "km", "condition": "rough"}),
+     {"state": None, "mileage": 50000, "mileage_unit": "km", "condition": "rough", "mileage_source": None,
+      "country": "CA"}),
     ({"state": "QC", "mileage": 10000, "mileage_unit": "mi", "condition": None},
-     {"state": None, "mileage": 16093, "mileage_unit": "km", "condition": None}),
+     {"state": None, "mileage": 16093, "mileage_unit": "km", "condition": None, "mileage_source": None, "country": "CA"}),
     ({"state": "NSW", "mileage": None, "mileage_unit": None, "condition": "clean"},  # not a US state: not sent
-     {"state": None, "mileage": None, "mileage_unit": None, "condition": "clean"}),
-    ({"state": None, "mileage": 30000, "mileage_unit": None, "condition": None},  # no unit said: miles
-     {"state": None, "mileage": 30000, "mileage_unit": "mi", "condition": None}),
+     {"state": None, "mileage": None, "mileage_unit": None, "condition": "clean", "mileage_source": None,
+      "country": None}),
+    ({"state": None, "mileage": 30000, "mileage_unit": None, "condition": None},  # no unit said, not Canadian: miles
+     {"state": None, "mileage": 30000, "mileage_unit": "mi", "condition": None, "mileage_source": None,
+      "country": None}),
+    # Issue 26: a Canadian vehicle whose file says no unit: neither taken as miles nor converted, not sent.
+    ({"state": "ON", "mileage": 147702, "mileage_unit": None, "condition": None, "mileage_source": "fleet_file"},
+     {"state": None, "mileage": None, "mileage_unit": None, "condition": None, "mileage_source": None, "country": "CA"}),
+    ({"state": None, "market": "CA", "mileage": 80000, "mileage_unit": None, "condition": None},  # country column CA
+     {"state": None, "mileage": None, "mileage_unit": None, "condition": None, "mileage_source": None, "country": "CA"}),
+    ({"state": None, "market": "CA", "mileage": 80000, "mileage_unit": "mi", "condition": None},
+     {"state": None, "mileage": 128748, "mileage_unit": "km", "condition": None, "mileage_source": None,
+      "country": "CA"}),
 ])
 def test_what_a_valuation_is_asked_with(row, asked):
     assert valuation_request({"vin": TX, **row}) == asked
+    assert mileage_unit_unknown(row) == (row["mileage"] is not None and asked["mileage"] is None)
 
 
 def test_valuations_are_asked_with_the_files_inputs(tmp_path, store, sandbox, settings):

@@ -33,6 +33,17 @@ CASES = [
     ("WBA3A5C51CF256651", "WBA3A5C51CF256651", None),  # European: check digit advisory only
     ("11111111111111111", "11111111111111111", None),  # the textbook all-ones VIN is valid
     ("1M8GDM9AXKP042788", "1M8GDM9AXKP042788", None),  # check digit 'X'
+    # Characters that hide, or pass for VIN characters: named, never cleaned away.
+    ("1HGC\u200bM82633A004352", "1HGC\u200bM82633A004352", "invisible_characters"),  # zero-width space
+    ("\ufeff1hgcm82633a004352", "\ufeff1HGCM82633A004352", "invisible_characters"),  # BOM
+    ("1HGCM\u00ad82633A004352", "1HGCM\u00ad82633A004352", "invisible_characters"),  # soft hyphen
+    ("1HGCM82633A00\x014352", "1HGCM82633A00\x014352", "invisible_characters"),  # a control character
+    ("1HGCM82633\u0410004352", "1HGCM82633\u0410004352", "confusable_characters"),  # Cyrillic A
+    ("1HGCM82633A\u039f04352", "1HGCM82633A\u039f04352", "confusable_characters"),  # Greek Omicron
+    ("\uff11HGCM82633A004352", "\uff11HGCM82633A004352", "confusable_characters"),  # full-width 1
+    ("1hgcm82633a00435\u0131", "1hgcm82633a00435\u0131", "confusable_characters"),  # dotless i: upper-cased, I
+    (" 1hgcm8263\u00df004352", " 1hgcm8263\u00df004352", "confusable_characters"),  # sharp s: upper-cased, SS
+    ("1HGCM82633\u00c4004352", "1HGCM82633\u00c4004352", "invalid_characters"),  # an accented letter shows
 ]
 
 
