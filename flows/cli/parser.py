@@ -95,8 +95,13 @@ def add_sandbox(sub: argparse._SubParsersAction) -> None:
 
 
 def run_sandbox(args: argparse.Namespace) -> int:
-    from fleet_data.connectors.sandbox.__main__ import main as sandbox_main
+    from fleet_data.connectors.sandbox.__main__ import build_parser as sandbox_parser, main as sandbox_main
 
+    if {"-h", "--help"} & set(args.sandbox_args):  # the sandbox's own options, with fleet's examples below them
+        own = sandbox_parser()
+        own.formatter_class, own.epilog = argparse.RawDescriptionHelpFormatter, helptext.epilog("sandbox")
+        own.print_help()
+        own.exit()  # as every other command's --help: SystemExit(0)
     return sandbox_main(args.sandbox_args) or 0
 
 

@@ -148,3 +148,11 @@ def test_env_example_holds_every_service_variable_and_loads_as_unset(tmp_path, m
     for name in ServiceSettings.model_fields:
         monkeypatch.delenv(f"VDS_{name.upper()}", raising=False)
     assert ServiceSettings().model_dump() == {name: None for name in ServiceSettings.model_fields}
+
+
+@pytest.mark.parametrize("command", [c.name for c in cli_parser.COMMANDS])
+def test_every_command_s_help_ends_with_its_examples(command, capsys):
+    text = " ".join(_help_of(command, capsys).split())
+    assert "examples:" in text
+    for example in helptext.EXAMPLES[command]:
+        assert f"fleet {example.command}" in text
