@@ -49,7 +49,7 @@ def add_flags(parser: argparse.ArgumentParser, command: str) -> None:
         default = info.get_default(call_default_factory=True)
         text = info.description or ""
         if name == "datasets":
-            from fleet_data.tasks.plan.due import ALL_DATASETS
+            from fleet_data.tasks.datasets import ALL_DATASETS
 
             text += f"; from: {', '.join(ALL_DATASETS)}"
         if default not in (None, {}, "") and not isinstance(default, bool):
