@@ -116,7 +116,9 @@ def test_install_writes_where_the_shell_loads_it_and_says_what_else_to_do(tmp_pa
         assert written.read_text() == script_for(shell)
         said = capsys.readouterr()
         assert said.err.startswith(f"installed {written}") and said.out == ""
-        assert ("add `source " in said.err) == (shell == "zsh")  # bash-completion and fish load it themselves
+        # fish loads it itself; bash does with the bash-completion package, else from ~/.bashrc; zsh from ~/.zshrc
+        assert (f"add `source {written}`" in said.err) == (shell != "fish")
+        assert ("bash-completion" in said.err) == (shell == "bash")
 
 
 def test_without_install_it_prints_the_script(capsys):
