@@ -56,7 +56,7 @@ docs: $(DOCS_VENV)/.installed
 
 $(DOCS_VENV)/.installed: requirements-docs.lock
 	$(PYTHON) -m venv $(DOCS_VENV)
-	$(DOCS_VENV)/bin/python -m pip install --quiet --require-hashes -r requirements-docs.lock
+	$(DOCS_VENV)/bin/python -m pip install --quiet --no-compile --require-hashes -r requirements-docs.lock
 	touch $@
 
 # Stock pyright with the repository's configuration ([tool.pyright]): every import resolves, `fleet_data`'s included

@@ -108,4 +108,4 @@ def test_make_docs_builds_the_site_strict_in_a_small_venv_of_its_own(tmp_path):
                            timeout=60, check=False)
     assert alone.returncode != 0  # the site needs no fleet-data: the reference pages are committed
     installed = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file() and not f.is_symlink())
-    assert installed < 120e6, installed  # mkdocs, its theme and their few dependencies (not the project's 120 packages)
+    assert installed < 200e6, installed  # mkdocs, its theme (icons: most of it) and 27 more (164 MB): not the project
