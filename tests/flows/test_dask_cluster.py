@@ -1,10 +1,11 @@
 """`fleet refresh --dask` against a real Dask cluster (issue 20), every process from the installed wheel.
 
-`dask scheduler` and `dask worker` (two worker processes) run from a venv holding only the wheel with its `dask`
-and `s3` extras and what pip resolved for them (tests/wheel_venv.py, on the packaging test's venv), with no PYTHONPATH, no VDS_* and no AWS_* variables, in a home
-of their own. `fleet refresh --dask ... --staging s3://...` runs from the same venv against `fleet sandbox`
-and moto's S3 server, on Prefect's temporary server. The service, the key and the S3 credentials reach the
-workers only from the flow; the workers report to the flow's Prefect server and start none of their own.
+`dask scheduler` and `dask worker` (two worker processes) run from a venv holding only the wheel with its
+`dask` and `s3` extras and what pip resolved for them (tests/wheel_venv.py, on the packaging test's venv),
+with no PYTHONPATH, no VDS_* and no AWS_* variables, in a home of their own. `fleet refresh --dask ...
+--staging s3://...` runs from the same venv against `fleet sandbox` and moto's S3 server, on Prefect's
+temporary server. The service, the key and the S3 credentials reach the workers only from the flow; the
+workers report to the flow's Prefect server and start none of their own.
 """
 
 from __future__ import annotations
