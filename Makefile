@@ -1,6 +1,7 @@
 # Two commands a new user needs: `make demo` and `make test`. Both install from a lockfile first:
-# `make demo` what the wheel needs and nothing else (requirements.lock), `make test` that plus the `dev`
-# extra (requirements-dev.lock, the same pins for what both hold). docs/installing.md says more.
+# `make demo` what the wheel needs and nothing else (requirements.lock: no extra), `make test` that plus the
+# `dev`, `dask` and `s3` extras and the docs (requirements-dev.lock, the same pins for what both hold).
+# `make docs` builds the site in a small venv of its own (requirements-docs.lock). docs/installing.md says more.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -13,14 +14,17 @@ export DO_NOT_TRACK := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
-.PHONY: install demo test bench lock sandbox clean
+DOCS_VENV := .venv-docs
+
+.PHONY: install demo test bench lock sandbox docs reference pyright clean
 
 # A developer's venv: everything `make test` needs.
 install: $(DEV)
 
 $(RUNTIME): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --require-hashes -r requirements.lock
+	@# --no-compile: Python compiles what a command imports when it first imports it, not all of Prefect up front.
+	$(BIN)/python -m pip install --quiet --no-compile --require-hashes -r requirements.lock
 	@# The editable build prints a long, harmless setuptools notice: show it only if the install fails.
 	$(BIN)/python -m pip install --quiet --no-deps -e . 2>/dev/null || $(BIN)/python -m pip install --no-deps -e .
 	touch $(RUNTIME)
@@ -46,14 +50,34 @@ bench: install
 sandbox: $(RUNTIME)
 	$(BIN)/fleet sandbox
 
+# The docs site, strict (a broken link or anchor fails), into site/: only mkdocs and its theme are installed.
+docs: $(DOCS_VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
+
+$(DOCS_VENV)/.installed: requirements-docs.lock
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/python -m pip install --quiet --no-compile --require-hashes -r requirements-docs.lock
+	touch $@
+
+# Stock pyright with the repository's configuration ([tool.pyright]): every import resolves, `fleet_data`'s included
+# (editors' go-to-definition). CI runs it (.ci/run); minutes on a busy machine, so not in `make test`.
+pyright: install
+	$(BIN)/pyright
+
+# The reference pages (docs/reference/), written again from the code after an option, command or variable
+# changed; tests/flows/test_cli_help.py fails until they are.
+reference: $(RUNTIME)
+	$(BIN)/python -m fleet_data.flows.cli.reference
+
 # Re-pin after editing pyproject.toml (needs uv: pip install uv). uv keeps the pins already in the files
 # unless told otherwise (make lock UPGRADE=--upgrade). The dev lock is constrained by the runtime one, so
 # `make test` tests the very versions `make demo` installs.
 UPGRADE ?=
 lock:
 	uv pip compile pyproject.toml $(UPGRADE) --python-version 3.11 --generate-hashes -o requirements.lock
-	uv pip compile pyproject.toml $(UPGRADE) --extra dev -c requirements.lock --python-version 3.11 --generate-hashes \
-		-o requirements-dev.lock
+	uv pip compile pyproject.toml $(UPGRADE) --extra dev --extra dask --extra s3 --group docs -c requirements.lock \
+		--python-version 3.11 --generate-hashes -o requirements-dev.lock
+	uv pip compile --group docs -c requirements-dev.lock --python-version 3.11 --generate-hashes -o requirements-docs.lock
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DOCS_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -49,11 +49,13 @@ def add_flags(parser: argparse.ArgumentParser, command: str) -> None:
         default = info.get_default(call_default_factory=True)
         text = info.description or ""
         if name == "datasets":
-            from fleet_data.tasks.plan.due import ALL_DATASETS
+            from fleet_data.tasks.datasets import ALL_DATASETS
 
             text += f"; from: {', '.join(ALL_DATASETS)}"
         if default not in (None, {}, "") and not isinstance(default, bool):
             text += f" (default {default_text(default)})"
+        if cli.shared:  # where a team sets it instead (`fleet --help` and docs/reference/options.md say so)
+            text += f" [{ENV_PREFIX}{name.upper()}, fleet.toml {name}]"
         common: dict[str, Any] = {"dest": name, "default": None, "help": text.replace("%", "%%")}
         if kind is bool:
             parser.add_argument(flag_name(name), action="store_const", const=True, **common)

@@ -21,3 +21,28 @@ BUSY = 75  # EX_TEMPFAIL: another run holds the database (see --wait), by our lo
 
 BY_STATUS = {"completed": COMPLETED, "planned": COMPLETED, "partial": PARTIAL, "refused": REFUSED,
              "cancelled": CANCELLED}
+BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`fleet status | head -1`); ended quietly
+
+# Each code in the user's words, for `fleet --help` and the reference page (docs/reference/exit-codes.md):
+# (code, its kind as a JSON error names it (flows/checks.py KINDS), what it means).
+MEANINGS: tuple[tuple[int, str, str], ...] = (
+    (COMPLETED, "completed", "every planned VIN-dataset answered (found, no data, not applicable); or a dry run "
+                             "planned"),
+    (BUG, "bug", "not your input's fault: one line (`-v` shows the traceback). `fleet lookup`: the call was refused "
+                 "or failed (`error: <status> <message>`)"),
+    (USAGE, "usage", "bad arguments, files, paths or settings, or an option whose extra is not installed: refused "
+                     "before anything started, nothing written; also a damaged database, a folder in the way or not "
+                     "writable, an unreadable `fleet.toml`, an unsupported system (Windows)"),
+    (PARTIAL, "partial", "the run ended with pending or failed VIN-datasets (a quota or credits ran out, faults): "
+                         "run again"),
+    (REFUSED, "refused", "the plan cost more than `--max-units` (nothing called), or the key was refused (401/403)"),
+    (CANCELLED, "cancelled", "SIGTERM or SIGINT: no new call started, what was fetched lands (now or first thing "
+                             "next run), the rest stays pending"),
+    (NO_SPACE, "no_space", "a disk the run writes was full: it stopped calling, landed what it had, published "
+                           "nothing and ended failed; free space and run again, nothing paid is bought twice"),
+    (STORE_LOST, "store_lost", "the working store or the lock file was deleted or replaced during the run: "
+                               "stopped, not published"),
+    (BUSY, "busy", "EX_TEMPFAIL: another refresh or backfill holds the database (our lock or DuckDB's); nothing "
+                   "was started (`--wait` queues instead)"),
+    (BROKEN_PIPE, "broken_pipe", "the reader of the output went away (`fleet status | head -1`): ended quietly"),
+)

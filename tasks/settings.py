@@ -255,10 +255,10 @@ class RefreshOptions(RunOptions):
     workers: Annotated[int | None, BeforeValidator(lambda v: None if v is None else positive(v)), Cli(metavar="N"),
                        Field(description="fetch in N processes of this machine (default: the flow's threads); "
                                          "--concurrency is per process")] = None
-    dask: Annotated[OptionalText, AfterValidator(lambda v: _url(v, "tcp://127.0.0.1:8786")), Cli(metavar="ADDRESS"),
+    dask: Annotated[OptionalText, AfterValidator(lambda v: _extra(_url(v, "tcp://127.0.0.1:8786"), "dask")), Cli(metavar="ADDRESS"),
                     Field(description="fetch on an existing Dask cluster, e.g. tcp://10.0.0.5:8786 "
                                       "(install the wheel on every worker; the key and credentials go from here: docs/dask.md)")] = None
-    staging: Annotated[OptionalText, AfterValidator(lambda v: _url(v, "s3://bucket/prefix")), Cli(metavar="URL"),
+    staging: Annotated[OptionalText, AfterValidator(lambda v: _extra(_url(v, "s3://bucket/prefix"), "s3")), Cli(metavar="URL"),
                        Field(description="stage fetched answers on object storage, e.g. s3://bucket/prefix "
                                          "(default: beside --db)")] = None
 
@@ -294,6 +294,23 @@ class BackfillOptions(RunOptions):
 def _url(value: str | None, example: str) -> str | None:
     if value is not None and "://" not in value:
         raise ValueError(f"{value!r} is not an address; give one like {example}")
+    return value
+
+
+# The extras an option needs (pyproject.toml's optional-dependencies): the modules it imports, by extra.
+EXTRAS = {"dask": ("prefect_dask", "distributed"), "s3": ("s3fs", "botocore")}
+
+
+def _extra(value: str | None, extra: str) -> str | None:
+    """`value`, when the extra it needs is installed (`s3`: only for an s3:// URL); else one line naming the extra."""
+    if value is None or (extra == "s3" and not value.startswith("s3://")):
+        return value
+    import importlib.util
+
+    missing = [module for module in EXTRAS[extra] if importlib.util.find_spec(module) is None]
+    if missing:
+        raise ValueError(f"needs the `{extra}` extra ({', '.join(missing)} not installed): "
+                         f"pip install 'fleet-data[{extra}]'")
     return value
 
 

@@ -37,11 +37,21 @@ def installed(tmp_path_factory) -> Path:
     wheel = build_wheel(work)
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    # One top-level folder; the SQL travels as package data.
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    # One top-level folder, a regular package with its types (not a namespace package); the SQL travels as package data.
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"fleet_data"}
+    assert {"fleet_data/__init__.py", "fleet_data/py.typed"} <= set(names)
     shipped = {n.removeprefix("fleet_data/") for n in names if n.endswith(".sql")}
     expected = {str(p.relative_to(ROOT)) for p in (ROOT / "sql").rglob("*.sql")}
     assert shipped == expected
+    # What `pip show` and an index show: the license (and its text), the URLs, the systems and Python it runs on.
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    fields = [line.split(": ", 1) for line in metadata.split("\n\n", 1)[0].splitlines() if ": " in line]
+    assert ["License-Expression", "Apache-2.0"] in fields and ["Requires-Python", ">=3.11"] in fields
+    classifiers = {value for key, value in fields if key == "Classifier"}
+    assert {"Operating System :: POSIX :: Linux", "Operating System :: MacOS", "Typing :: Typed"} <= classifiers
+    assert {value.split(",")[0] for key, value in fields if key == "Project-URL"} >= {"Homepage", "Source", "Changelog"}
+    assert [key for key, _ in fields].count("Author") == 1
 
     bin_dir = wheel_venv(work)
     python = bin_dir / "python"
@@ -96,3 +106,22 @@ def test_the_installed_wheel_refreshes_a_fleet_from_any_folder(installed, server
                                      "WHERE database_name = current_database() AND schema_name = 'main'").fetchone()
     assert statuses == [("completed",)] and vehicles >= 3 and specs == vehicles == summary["ingest"]["valid"]
     assert undescribed == 0
+
+
+EXTRAS = {"dask": ("prefect_dask", "distributed", "dask"), "s3": ("s3fs", "botocore")}
+
+
+def test_the_base_install_has_no_extra_and_refuses_what_needs_one_naming_it(installed, tmp_path):
+    """`pip install fleet-data` brings neither Dask nor S3; `--dask` and `--staging s3://` then say which extra to add."""
+    probe = ("import importlib.util, json; print(json.dumps([m for m in %r if importlib.util.find_spec(m)]))"
+             % [m for modules in EXTRAS.values() for m in modules])
+    assert json.loads(run([str(installed / "python"), "-c", probe], cwd=tmp_path, env=clean_env()).stdout) == []
+    fleet_file = tmp_path / "small.csv"
+    pl.read_csv(ROOT / "data" / "sample_fleet.csv", infer_schema=False).head(3).write_csv(fleet_file)
+    for option, extra in ((["--dask", "tcp://127.0.0.1:8786"], "dask"), (["--staging", "s3://fleet-bucket/runs"], "s3")):
+        done = subprocess.run([str(installed / "fleet"), "refresh", str(fleet_file), "--db", str(tmp_path / "f.duckdb"),
+                               *option], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=120,
+                              check=False)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and f"pip install 'fleet-data[{extra}]'" in done.stderr
+    assert not (tmp_path / "f.duckdb").exists()

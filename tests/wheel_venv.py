@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "README.md", "flows", "tasks", "connectors", "sql")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "src", "flows", "tasks", "connectors", "sql")
 RUNTIME_LOCK = ROOT / "requirements.lock"
 DEV_LOCK = ROOT / "requirements-dev.lock"
 INSTALL_TIMEOUT_SECONDS = 1200  # ~140 packages, from pip's cache or the registry, on 2 busy cores
@@ -69,8 +69,9 @@ def build_wheel(work: Path) -> Path:
         source = work / "source"
         shutil.rmtree(source, ignore_errors=True)  # a build that died half way
         for name in SOURCES:
-            if (ROOT / name).is_dir():
-                shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            if (ROOT / name).is_dir():  # src/fleet_data's links stay links, to the copied folders beside them
+                shutil.copytree(ROOT / name, source / name, symlinks=True,
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
             else:
                 source.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(ROOT / name, source / name)
@@ -92,23 +93,38 @@ def _constraints(path: Path, locks: list[Path]) -> Path:
 
 
 def wheel_venv(work: Path, extras: Iterable[str] = ()) -> Path:
-    """A fresh venv with the wheel (and `extras`) installed, dependencies resolved by pip; its bin folder."""
+    """A fresh venv with the wheel (and `extras`) installed, dependencies resolved by pip; its bin folder.
+
+    With extras, the venv is layered on the base one (built first, as `wheel_venv(work)` builds it): a `.pth`
+    file puts the base venv's packages on its path, and pip installs only what the extras add, and the wheel
+    again so that its `fleet` script is this venv's. The base venv stays as a user without extras has it.
+    """
     key = tuple(sorted(extras))
     if key in _venvs:
         return _venvs[key]
     wheel = build_wheel(work)
+    base = wheel_venv(work) if key else None
     venv = work / ("venv-" + "-".join(key) if key else "venv")
 
     def build() -> None:
         shutil.rmtree(venv, ignore_errors=True)  # a build that died half way
         # From the base interpreter, with pip: the venv a user makes with `python3 -m venv`.
-        base = getattr(sys, "_base_executable", sys.executable)
-        run([base, "-m", "venv", str(venv)], env=clean_env(), timeout=300)
+        interpreter = getattr(sys, "_base_executable", sys.executable)
+        run([interpreter, "-m", "venv", str(venv)], env=clean_env(), timeout=300)
+        python = str(venv / "bin" / "python")
+        if base is not None:
+            site = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env=clean_env())
+            below = run([str(base / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                        env=clean_env())
+            (Path(site.stdout.strip()) / "base-venv.pth").write_text(below.stdout.strip() + "\n")
         constraints = _constraints(work / f"{venv.name}-constraints.txt", [RUNTIME_LOCK, DEV_LOCK] if key else [RUNTIME_LOCK])
         target = f"{wheel}[{','.join(key)}]" if key else str(wheel)
         # --no-compile: Python compiles what the tests import as they import it, not all of Prefect up front.
-        run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile", "-c", str(constraints), target],
+        run([python, "-m", "pip", "install", "--quiet", "--no-compile", "-c", str(constraints), target],
             env=clean_env(), timeout=INSTALL_TIMEOUT_SECONDS)
+        if base is not None:  # the wheel itself in this venv, with its script (pip found it in the base venv)
+            run([python, "-m", "pip", "install", "--quiet", "--no-compile", "--no-deps", "--force-reinstall", str(wheel)],
+                env=clean_env(), timeout=300)
 
     _locked_once(work, venv.name, build)
     _venvs[key] = venv / "bin"

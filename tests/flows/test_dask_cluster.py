@@ -1,10 +1,11 @@
 """`fleet refresh --dask` against a real Dask cluster (issue 20), every process from the installed wheel.
 
-`dask scheduler` and `dask worker` (two worker processes) run from a venv holding only the wheel and what
-pip resolved for it (tests/wheel_venv.py, shared with the packaging test), with no PYTHONPATH, no VDS_* and no AWS_* variables, in a home
-of their own. `fleet refresh --dask ... --staging s3://...` runs from the same venv against `fleet sandbox`
-and moto's S3 server, on Prefect's temporary server. The service, the key and the S3 credentials reach the
-workers only from the flow; the workers report to the flow's Prefect server and start none of their own.
+`dask scheduler` and `dask worker` (two worker processes) run from a venv holding only the wheel with its
+`dask` and `s3` extras and what pip resolved for them (tests/wheel_venv.py, on the packaging test's venv),
+with no PYTHONPATH, no VDS_* and no AWS_* variables, in a home of their own. `fleet refresh --dask ...
+--staging s3://...` runs from the same venv against `fleet sandbox` and moto's S3 server, on Prefect's
+temporary server. The service, the key and the S3 credentials reach the workers only from the flow; the
+workers report to the flow's Prefect server and start none of their own.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from tests.wheel_venv import installed_sandbox, session_work_dir, wheel_venv
 from .conftest import sample_rows
 
 psutil = pytest.importorskip("psutil")
-pytestmark = pytest.mark.timeout(1200)  # a cold venv build resolves ~200 packages (4 min); warm, ~2 min on a quiet box
+# The venv builds are most of it: the base venv (~120 packages), then its `dask` and `s3` extras layered on it
+# (tests/wheel_venv.py); on 2 busy cores, 6 and 4 minutes. A bound that says "it did not hang", not a timing.
+pytestmark = pytest.mark.timeout(1800)
 
 KEY = "dask_cluster_key_5d21f0"  # distinctive, so a leak is easy to find
 AWS_SECRET = "dask-cluster-aws-secret-8e4b19"
@@ -100,7 +103,8 @@ class Descendants:
 
 @pytest.fixture(scope="module")
 def bin_dir(tmp_path_factory) -> Path:
-    return wheel_venv(session_work_dir(tmp_path_factory))  # the one the packaging test uses: built once per run
+    # The wheel with its `dask` and `s3` extras, layered on the packaging test's venv: built once per run.
+    return wheel_venv(session_work_dir(tmp_path_factory), extras=("dask", "s3"))
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """A run's options are declared once (tasks/settings.py `RefreshOptions`): the flags, the `FLEET_*` names, the
-`fleet.toml` keys, the flow's parameters, the deployments' parameters and the README's table all equal the model.
+`fleet.toml` keys, the flow's parameters, the deployments' parameters and the reference page's table all equal the model.
 
 Each test reads the real thing (the argparse parser `fleet` builds, the environment and project file `fleet`
-reads, the Prefect flow's signature and parameter schema, prefect.yaml, the README) and compares it to the model.
+reads, the Prefect flow's signature and parameter schema, prefect.yaml, docs/reference/) and compares it to the model.
 """
 
 from __future__ import annotations
@@ -145,11 +145,11 @@ def test_prefect_yaml_gives_the_flow_its_options():
         RefreshOptions.model_validate(parameters["options"])
 
 
-def test_the_readme_tables_are_the_model_s():
-    readme = (ROOT / "README.md").read_text()
+def test_the_reference_tables_are_the_model_s():
+    page = (ROOT / "docs" / "reference" / "configuration.md").read_text()  # written by `make reference`
     for name, table in (("options", options_table()), ("environment", environment_table())):
-        written = re.search(rf"<!-- {name}:start[^>]*-->\n(.*?)\n<!-- {name}:end -->", readme, re.S)
-        assert written and written.group(1) == table, f"regenerate the README's {name} table from tasks/settings.py"
+        written = re.search(rf"<!-- {name}:start[^>]*-->\n(.*?)\n<!-- {name}:end -->", page, re.S)
+        assert written and written.group(1) == table, f"regenerate the {name} table from tasks/settings.py: make reference"
 
 
 def test_the_settings_tree_reads_every_group_at_once(clean, monkeypatch):
@@ -185,7 +185,7 @@ def test_no_module_reads_the_environment_by_itself():
             getenv = isinstance(node, ast.Attribute) and node.attr == "getenv"
             if getenv or environ and relative not in CHILD_ENVIRONMENTS:
                 readers.append(f"{relative}:{node.lineno}")
-    writes = {"flows/cli.py", "flows/serve.py"}  # os.environ.setdefault / [...] = for Prefect: checked below
+    writes = {"flows/cli/__init__.py", "flows/serve.py"}  # os.environ.setdefault / [...] = for Prefect: checked below
     unexpected = [r for r in readers if r.split(":")[0] not in writes]
     assert not unexpected, f"read settings through tasks/settings.py, not os.environ: {unexpected}"
     for relative in writes:

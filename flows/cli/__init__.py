@@ -1,14 +1,18 @@
-"""The `fleet` command: one-off lookups, the sandbox, and the pipeline's flows."""
+"""The `fleet` command: one-off lookups, the sandbox, and the pipeline's flows.
+
+This module runs a command and turns how it ended into one line and an exit code (flows/exitcodes.py);
+the parser is flows/cli/parser.py, the help's layout flows/cli/helptext.py, shell completion
+flows/cli/completion.py, the systems it runs on flows/cli/system.py, the docs' reference pages
+flows/cli/reference.py.
+"""
 
 from __future__ import annotations
 
 import argparse
 import atexit
-import difflib
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -19,108 +23,19 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
-from .exitcodes import BUG, NO_MEMORY, NO_SPACE, STORE_LOST, USAGE
+from ..exitcodes import BROKEN_PIPE, BUG, NO_MEMORY, NO_SPACE, STORE_LOST, USAGE
+from .parser import CONFIGURED, build_parser, command_of, parse, run_sandbox
+from .system import unsupported_system
 
-BROKEN_PIPE = 128 + signal.SIGPIPE  # 141: what a shell reports for a writer its reader left (`| head`)
+__all__ = ["CONFIGURED", "build_parser", "machine_fault", "main", "parse"]
+
 RUNS = ("refresh", "backfill")  # the commands that hold a run, and end at once once it is stopped
 AT_EXIT_SECONDS = 2.0  # what a stopped command gives threads still running and exit handlers, in all
-CONFIGURED = ("refresh", "backfill", "status", "serve")  # the commands whose options flows/config.py fills in
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, with its usage errors as JSON when `--json` was asked for."""
-
-    json_errors = False
-
-    def error(self, message: str) -> NoReturn:
-        if _Parser.json_errors:
-            _print_error(f"{self.prog}: {message}", USAGE, as_json=True)
-            sys.exit(USAGE)
-        super().error(message)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("fleet-data")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from . import commands, lookup
-
-    parser = _Parser(prog="fleet", description="Fleet files in, fresh vehicle data out.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs, HTTP requests included (keys redacted)")
-    parser.add_argument("--version", action="version", version=f"fleet {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    lookup.add_parser(sub)
-    commands.add_refresh(sub)
-    from . import backfill, report, serve, status
-
-    backfill.add_parser(sub)
-    status.add_parser(sub)
-    report.add_parser(sub)
-    serve.add_parser(sub)
-    sandbox = sub.add_parser("sandbox", help="run the local emulator of the Vehicle Data Service", add_help=False)
-    sandbox.add_argument("sandbox_args", nargs=argparse.REMAINDER)
-    sandbox.set_defaults(run=_run_sandbox)
-    for name, command in sub.choices.items():
-        if name != "sandbox":
-            _accept_verbose(command)
-    return parser
-
-
-def _accept_verbose(parser: argparse.ArgumentParser) -> None:
-    """`-v` after the command too (`fleet refresh -v ...`), in every subcommand, however deep."""
-    # SUPPRESS: a subcommand that was not given -v leaves the top-level value alone.
-    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for inner in action.choices.values():
-                _accept_verbose(inner)
-
-
-def _leaf(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
-    """The (sub)command parser the arguments ended in: its usage is the one to show."""
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction) and getattr(args, action.dest, None) in action.choices:
-            return _leaf(action.choices[getattr(args, action.dest)], args)
-    return parser
-
-
-def parse(argv: list[str]) -> argparse.Namespace:
-    """Arguments, with every unset option filled from the environment, the project file or its default.
-
-    Raises CommandError/ConfigError (exit code 2) for a value that cannot be used.
-    """
-    from . import checks, config
-
-    parser = build_parser()
-    args, extras = parser.parse_known_args(argv)
-    if extras:  # argparse would print the top-level usage: show the subcommand's, with a suggestion
-        leaf = _leaf(parser, args)
-        options = [o for action in leaf._actions for o in action.option_strings if o.startswith("--")]
-        hints = [difflib.get_close_matches(e.split("=", 1)[0], options, n=1) for e in extras if e.startswith("-")]
-        hint = "; ".join(f"did you mean {h[0]}?" for h in hints if h)
-        leaf.error(f"unrecognized arguments: {' '.join(extras)}" + (f"; {hint}" if hint else ""))
-    if args.command in CONFIGURED:
-        if getattr(args, "fresh", None):
-            args.fresh = checks.fresh_flags(args.fresh)
-        config.apply(args, args.command)
-    return args
-
-
-def _run_sandbox(args: argparse.Namespace) -> int:
-    from fleet_data.connectors.sandbox.__main__ import main as sandbox_main
-
-    return sandbox_main(args.sandbox_args) or 0
 
 
 def _print_error(message: str, code: int, as_json: bool) -> int:
     """One line: `error: ...` on stderr, or with --json `{"error": {...}}` on stdout (where the summary goes)."""
-    from .checks import KINDS
+    from ..checks import KINDS
 
     if as_json:
         print(json.dumps({"error": {"code": code, "kind": KINDS.get(code, "error"), "message": message}}), flush=True)
@@ -134,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     from fleet_data.tasks.control.memory import OutOfMemory, check_start, lean_when_limited
 
     lean_when_limited()  # before polars, Arrow or DuckDB load: under `ulimit -v` they must map only what they use
-    if _command(arguments) not in (None, "sandbox"):
+    if command_of(arguments) not in (None, "sandbox"):
         try:
             check_start()  # an address-space limit too low to load them: one line, not a crash in an import
         except OutOfMemory as exc:
@@ -142,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = _main(arguments)
         sys.stdout.flush()  # here, not at exit: a reader that left is noticed where it can be handled
-        if argv is None and _command(arguments) in RUNS and _signalled():  # a run's own process, stopped by a signal
+        if argv is None and command_of(arguments) in RUNS and _signalled():  # a run's own process, stopped by a signal
             _end_now(code)
         return code
     except BrokenPipeError:
@@ -151,10 +66,6 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return BROKEN_PIPE
-
-
-def _command(arguments: list[str]) -> str | None:
-    return next((a for a in arguments if not a.startswith("-")), None)
 
 
 def _signalled() -> bool:
@@ -196,22 +107,44 @@ def _main(arguments: list[str]) -> int:
         # first. Its INFO lines would drown the progress bars, so the terminal gets warnings only, while
         # the flow run's INFO logs still reach the Prefect server; -v shows them (and HTTP requests) here.
         os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
-    command = next((a for a in arguments if not a.startswith("-")), None)
+    command = command_of(arguments)
+    as_json = "--json" in arguments
+    refused = unsupported_system()
+    if refused and command is not None:  # --help and --version still answer
+        return _print_error(refused, USAGE, as_json)
     if command == "sandbox":
         # The sandbox has its own options (--port, --fault-rate...): hand them over untouched.
-        return _run_sandbox(argparse.Namespace(sandbox_args=arguments[arguments.index("sandbox") + 1:]))
-    from fleet_data.tasks.control.faults import as_fault
+        return run_sandbox(argparse.Namespace(sandbox_args=arguments[arguments.index("sandbox") + 1:]))
+    args = _parse_or_refuse(arguments, as_json)
+    if isinstance(args, int):
+        return args
+    return _run(args)
 
-    from .checks import usage_errors
 
-    as_json = "--json" in arguments
+def _parse_or_refuse(arguments: list[str], as_json: bool) -> argparse.Namespace | int:
+    """The parsed arguments, or the exit code of a usage error, said in one line (JSON with --json)."""
+    from .parser import _Parser
+
     _Parser.json_errors = as_json
     try:
-        args = parse(arguments)
-    except usage_errors() as exc:
-        return _print_error(str(exc), USAGE, as_json)
+        return parse(arguments)
+    except SystemExit:  # --help, --version, argparse's own usage errors: first, so nothing more is imported for them
+        raise
+    except Exception as exc:
+        from ..checks import usage_errors
+
+        if isinstance(exc, usage_errors()):
+            return _print_error(str(exc), USAGE, as_json)
+        raise
     finally:
         _Parser.json_errors = False
+
+
+def _run(args: argparse.Namespace) -> int:
+    from fleet_data.tasks.control.faults import as_fault
+
+    from ..checks import usage_errors
+
     as_json = bool(getattr(args, "json", False))
     terminal = logging.StreamHandler(sys.stderr)
     terminal.setLevel(logging.DEBUG if args.verbose else logging.WARNING)  # Prefect's INFO goes to its server only
@@ -284,7 +217,3 @@ def _pipes_end_quietly() -> None:
         raise BrokenPipeError
 
     Console.on_broken_pipe = broken_pipe  # type: ignore[method-assign]
-
-
-if __name__ == "__main__":
-    sys.exit(main())
