@@ -15,12 +15,13 @@ import contextlib
 from typing import Any
 from collections.abc import Iterator
 
+from fleet_data.tasks.errors import UsageError
 from fleet_data.tasks.settings import client_settings, exported
 
 SECRET_BLOCK = "vds-api-key"
 
 
-class MissingKey(ValueError):
+class MissingKey(UsageError, ValueError):
     """No key anywhere a flow run looks for one."""
 
 

@@ -20,7 +20,7 @@ from fleet_data.tasks.settings import BackfillOptions
 from fleet_data.tasks.datasets import LiveNames, names
 
 from .config import add_flags
-from .exitcodes import CANCELLED
+from fleet_data.tasks.exitcodes import CANCELLED
 from .locking import add_wait_flag, hold_or_refuse
 from .outcome import exit_code
 from .target import service_settings

@@ -27,7 +27,7 @@ from fleet_data.tasks.settings import (
     resolve,
 )
 
-from .exitcodes import USAGE
+from fleet_data.tasks.exitcodes import USAGE
 
 __all__ = ["ConfigError", "ENV_PREFIX", "FILE_NAME", "add_flags", "apply", "check_freshness", "load_project_file"]
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from prefect.futures import PrefectFuture
 
+from fleet_data.tasks.errors import UsageError
 from fleet_data.tasks.control import progress
 from fleet_data.tasks.steps.refresh_tasks import FetchAccess, fetch_staged_chunk, land_staged_chunk
 from fleet_data.tasks.plan.due import due_rows
@@ -116,7 +117,7 @@ def chunk_counts(staged: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in staged.items() if k not in ("staged", "pid")}
 
 
-class ClusterError(ValueError):
+class ClusterError(UsageError, ValueError):
     """The Dask cluster cannot fetch for this run; one line saying why and what to do."""
 
 

@@ -1,10 +1,10 @@
-"""A finished run's exit code, from its summary (the table is flows/exitcodes.py)."""
+"""A finished run's exit code, from its summary (the table is tasks/exitcodes.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .exitcodes import BUG, BY_STATUS, NO_SPACE, REFUSED, STORE_LOST
+from fleet_data.tasks.exitcodes import BUG, BY_STATUS, NO_SPACE, REFUSED, STORE_LOST
 
 BY_FAILURE = {"no_space": NO_SPACE, "store_lost": STORE_LOST}  # a run halted for its resources (tasks/control/resources.py)
 

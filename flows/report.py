@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 from .defaults import DEFAULT_DB
-from .exitcodes import COMPLETED, USAGE
+from fleet_data.tasks.exitcodes import COMPLETED, USAGE
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -36,6 +36,8 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from fleet_data.tasks.errors import UsageError
+
 if TYPE_CHECKING:
     from fleet_data.connectors.config import ServiceSettings, Settings  # imported when read: httpx is slow to import
 
@@ -56,7 +58,7 @@ SECRET_WORDS = ("key", "secret", "token", "password")
 COMMANDS = ("refresh", "backfill", "status", "serve")  # the commands whose options come from here
 
 
-class SettingsError(Exception):
+class SettingsError(UsageError):
     """A setting that cannot be used; one line naming where it came from (exit code 2 in `fleet`)."""
 
 

@@ -30,6 +30,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("tasks.control",),
     ("tasks.settings",),
     ("tasks.datasets",),
+    ("tasks.errors",),  # the error tree (FleetError), each kind with its exit code: every stage raises them
+    ("tasks.exitcodes",),  # the table of exit codes
     ("connectors",),
 ]
 

@@ -3,7 +3,7 @@
 mkdocs.yml's `validation` turns those into warnings and `--strict` into a failure. The site is built into a
 temporary folder, never into the checkout. The built site is the manual: it names every command's every option,
 every `FLEET_*` and `VDS_*` variable, every `fleet.toml` key and every exit code, listed here from the code
-(the parser, the options' model, the settings' models, flows/exitcodes.py), not from the pages. `make docs` builds
+(the parser, the options' model, the settings' models, tasks/exitcodes.py), not from the pages. `make docs` builds
 it in a venv of its own, from requirements-docs.lock alone.
 """
 
@@ -49,7 +49,7 @@ def names_from_the_code() -> set[str]:
     rendered pages read: a key beside its variable (`FLEET_DB / db`), a code beside its kind (`75 busy`)."""
     from fleet_data.connectors.config import ServiceSettings
     from fleet_data.flows.cli import build_parser
-    from fleet_data.flows.exitcodes import MEANINGS
+    from fleet_data.tasks.exitcodes import MEANINGS
     from fleet_data.tasks.settings import DeadlineSettings, ProcessSettings, RefreshOptions, cli_of, env_name, flag_name
 
     names = set()

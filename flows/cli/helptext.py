@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from ..exitcodes import MEANINGS
+from fleet_data.tasks.exitcodes import MEANINGS
 
 FETCH, COST, CONCURRENCY, OUTPUT = "what to fetch", "cost", "concurrency", "output"
 NOTIFICATIONS, SCHEDULES = "recall batch notifications", "schedules"

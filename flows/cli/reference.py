@@ -4,7 +4,7 @@
   `FLEET_*` variable and `fleet.toml` key when a team may set it) and its examples (flows/cli/helptext.py);
 - docs/reference/configuration.md: where options come from, the options' table and the environment's
   (tasks/settings.py `options_table`, `environment_table`), the project file's keys, Prefect's variables;
-- docs/reference/exit-codes.md: flows/exitcodes.py's table;
+- docs/reference/exit-codes.md: tasks/exitcodes.py's table;
 - .env.example: every `VDS_*` variable, commented.
 
 tests/flows/test_cli_help.py fails when a file differs from what this writes (`make reference` rewrites them),
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..exitcodes import MEANINGS
+from fleet_data.tasks.exitcodes import MEANINGS
 from . import helptext
 from .parser import COMMANDS, build_parser
 
@@ -237,7 +237,7 @@ def exit_codes_page() -> str:
     rows = [f"| {code} | {name} | {_cell(meaning)} |" for code, name, meaning in MEANINGS]
     return "\n".join([
         GENERATED, "", "# Exit codes", "",
-        "Every `fleet` command ends with one of these codes (`flows/exitcodes.py`), so cron, Prefect and scripts "
+        "Every `fleet` command ends with one of these codes (`tasks/exitcodes.py`), so cron, Prefect and scripts "
         "can tell how it ended. `fleet --help` lists them too.", "",
         "| Code | Kind | Meaning |", "|---|---|---|", *rows, "",
         "`refresh` and `backfill` print their summary (a table, or JSON with `--json`) for 0, 3, 4 and 5. "

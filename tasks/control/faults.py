@@ -13,6 +13,8 @@ import errno
 import os
 import re
 
+from fleet_data.tasks.errors import UsageError
+
 ADVICE = {
     errno.EACCES: "permission denied; fix its permissions or choose another path",
     errno.EPERM: "not permitted; fix its permissions or choose another path",
@@ -34,7 +36,7 @@ DAMAGED = ("not a valid DuckDB database file", "Could not read enough bytes", "C
 _QUOTED_FILE = re.compile(r'file "([^"]+)"')
 
 
-class EnvironmentFault(Exception):
+class EnvironmentFault(UsageError):
     """The environment, not the code, stopped the command: one line for the user (exit 2)."""
 
     def __init__(self, message: str):

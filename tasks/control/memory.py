@@ -1,4 +1,4 @@
-"""Memory short: one line and exit code 8 (flows/exitcodes.py), never a crash signal or a traceback.
+"""Memory short: one line and exit code 8 (tasks/exitcodes.py), never a crash signal or a traceback.
 
 An allocation refused inside the big steps (reading the fleet files, planning, landing the roster: Python's
 MemoryError, Arrow's ArrowMemoryError, DuckDB's OutOfMemoryException, a polars error that says so) is
@@ -34,6 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from fleet_data.tasks import exitcodes
+from fleet_data.tasks.errors import FleetError
+
 MB = 1024 * 1024
 M_ARENA_MAX = -8  # glibc's mallopt parameter
 THREAD_STACK = 2 * MB  # under an address-space limit, the stack a thread maps when its creator names no size
@@ -51,8 +54,10 @@ LEAN = {
 }
 
 
-class OutOfMemory(Exception):
+class OutOfMemory(FleetError):
     """The step cannot have the memory it needs: one line, exit code 8."""
+
+    code = exitcodes.NO_MEMORY
 
     def __init__(self, reason: str):
         super().__init__(reason)

@@ -6,7 +6,7 @@ the lake. Before each chunk and before publishing, `Watch.check` looks at the sp
 there, still the same file (inode) as when the run opened them. On a shortfall, or on any write that
 fails for space (`is_disk_full`), the run is halted: its stops (tasks/control/stops.py) let no new call
 start, whatever was fetched lands, and the run ends `failed` with the reason (exit code 6 for space, 7
-for a store or lock gone; flows/exitcodes.py).
+for a store or lock gone; tasks/exitcodes.py).
 
 Answers already paid for must still reach the disk when it fills: a run sets aside `FLEET_RESERVE_MB`
 beside its working store when it starts (`<db>.reserve`), and gives it back the moment a write finds the
@@ -25,20 +25,23 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleet_data.tasks import exitcodes
+from fleet_data.tasks.errors import FleetError
 from fleet_data.tasks.control import stops
 
-NO_SPACE, STORE_LOST = "no_space", "store_lost"  # the kinds of halt: each its exit code (flows/exitcodes.py)
+NO_SPACE, STORE_LOST = "no_space", "store_lost"  # the kinds of halt: each its exit code (tasks/exitcodes.py)
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _FULL_WORDS = ("no space left on device", "disk quota exceeded")  # DuckDB's and Arrow's messages carry the OS's
 MB = 1024 * 1024
 
 
-class ResourceLost(Exception):
-    """The run cannot go on with what the machine gave it; `kind` says what (NO_SPACE, STORE_LOST)."""
+class ResourceLost(FleetError):
+    """The run cannot go on with what the machine gave it; `kind` says what (NO_SPACE, STORE_LOST), and the code."""
 
     def __init__(self, reason: str, kind: str = NO_SPACE):
         super().__init__(reason)
         self.reason, self.kind = reason, kind
+        self.code = exitcodes.STORE_LOST if kind == STORE_LOST else exitcodes.NO_SPACE
 
 
 def full_disk_error(exc: BaseException | None) -> BaseException | None:

@@ -42,6 +42,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Awaitable, Callable, TypeVar
 
+from fleet_data.tasks.errors import FleetError
 from fleet_data.connectors import errors as e
 from fleet_data.connectors.retry import RetryAbandoned, waits_end_when
 
@@ -91,8 +92,8 @@ class _Window:
             self.failing -= self.answers.popleft()[1]
 
 
-class Stopped(Exception):
-    """A call that was not started: its key or its API is stopped in this run."""
+class Stopped(FleetError):
+    """A call that was not started: its key or its API is stopped in this run (caught inside the run: a bug if not)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from fleet_data.tasks.errors import UsageError
 from fleet_data.tasks.control import memory
 from fleet_data.tasks.ingest.file_kind import not_regular
 from fleet_data.tasks.ingest.vins import MISSING, NOT_TEXT, WRONG_LENGTH, normalise_vin_expr, vin_reject_reason_expr, with_check_digit_valid
@@ -84,7 +85,7 @@ RAW_VALUE_LIMIT = 200  # characters of a rejected VIN cell kept in rejected_rows
 REJECTED_SCHEMA = {"source_file": pl.String, "source_row": pl.Int64, "raw_value": pl.String, "reason": pl.String}
 
 
-class FleetFileError(Exception):
+class FleetFileError(UsageError):
     """A fleet file cannot be used at all; the message names the file and the problem."""
 
     def __init__(self, path: Path | str, problem: str):

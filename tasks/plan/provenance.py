@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
+from fleet_data.tasks.errors import UsageError
 from fleet_data.connectors.config import EMBEDDED_SANDBOX
 from fleet_data.tasks.settings import CLOCK_TOLERANCE, flag_name
 
@@ -93,7 +94,7 @@ def refusal(held: Provenance, db: str | Path, service: str | None, allow_clock_b
     return None if allow_clock_behind else clock_refusal(held, db, now)
 
 
-class RunRefused(ValueError):
+class RunRefused(UsageError, ValueError):
     """The run may not start on this database (`refusal`'s line); nothing of it is recorded."""
 
 

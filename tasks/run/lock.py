@@ -23,6 +23,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+from fleet_data.tasks.errors import FleetError
+from fleet_data.tasks.exitcodes import BUSY
+
 EX_TEMPFAIL = 75  # sysexits.h: "temporary failure, try again later": another run holds the database
 
 
@@ -43,8 +46,10 @@ class Holder:
         return f"run {self.run_id} ({self.command}, pid {self.pid}) since {self.started}"
 
 
-class RunLocked(Exception):
+class RunLocked(FleetError):
     """Another live run holds the database; the message says who, since when and what to do."""
+
+    code = BUSY
 
     def __init__(self, db: str | Path, holder: Holder | None):
         self.db, self.holder = str(db), holder

@@ -27,6 +27,8 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from fleet_data.tasks.errors import FleetError
+from fleet_data.tasks.exitcodes import BUSY, USAGE
 from fleet_data.tasks.store import dictionary
 from fleet_data.tasks.store import lake
 from fleet_data.tasks.control import memory
@@ -126,12 +128,14 @@ VEHICLE_COLUMNS = (
 )  # fmt: skip
 
 
-class DatabaseError(Exception):
-    """The store cannot be opened or a landing was refused; the message says why."""
+class DatabaseError(FleetError):
+    """The store cannot be opened or a landing was refused; the message says why (a bug unless a kind below says)."""
 
 
 class DatabaseUnusable(DatabaseError, EnvironmentFault):
     """A database file that is damaged, not a database, or where a folder or an unwritable path stands."""
+
+    code = USAGE
 
 
 def damaged_published(db: str | Path) -> str:
@@ -146,6 +150,8 @@ def damaged_published(db: str | Path) -> str:
 
 class DatabaseBusy(DatabaseError):
     """Another process holds the store open (DuckDB's own lock): busy, as when another run holds our lock."""
+
+    code = BUSY
 
 
 def _read_sql(*parts: str) -> str:

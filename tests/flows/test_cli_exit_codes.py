@@ -1,4 +1,4 @@
-"""The exit code says how a run ended, so cron and Prefect can tell (flows/exitcodes.py).
+"""The exit code says how a run ended, so cron and Prefect can tell (tasks/exitcodes.py).
 
 Real runs against the sandbox over a real socket, its accounts setting the scene: a quota that stops
 a dataset half way (partial, 3), a key the service does not know (refused, 4), a plan dearer than
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from fleet_data.flows import exitcodes
+from fleet_data.tasks import exitcodes
 from fleet_data.flows.cli import main
 from fleet_data.flows.outcome import exit_code
 

@@ -28,7 +28,7 @@ import psutil
 import pytest
 
 from fleet_data.connectors.sandbox import Sandbox
-from fleet_data.flows.exitcodes import CANCELLED, COMPLETED
+from fleet_data.tasks.exitcodes import CANCELLED, COMPLETED
 from fleet_data.tasks.ingest.fleet_files import read_fleet
 from fleet_data.tasks.run import lock as runlock
 from fleet_data.tasks.store.database import open_database

@@ -1,4 +1,4 @@
-"""Memory short ends a command with one line and exit code 8 (flows/exitcodes.py), not a traceback or a crash
+"""Memory short ends a command with one line and exit code 8 (tasks/exitcodes.py), not a traceback or a crash
 signal: under an address-space limit too low to start (`prlimit --as`), and when an allocation is refused
 while the fleet is read. A dry run of the sample fleet under a limit a few times its data still completes.
 

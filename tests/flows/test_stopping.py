@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from fleet_data.connectors.sandbox import Sandbox
-from fleet_data.flows.exitcodes import CANCELLED
+from fleet_data.tasks.exitcodes import CANCELLED
 from fleet_data.tasks.ingest.fleet_files import read_fleet
 from fleet_data.tasks.land.recover import land_journals
 from fleet_data.tasks.staging.area import StagingArea

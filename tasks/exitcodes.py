@@ -21,10 +21,12 @@ BUSY = 75  # EX_TEMPFAIL: another run holds the database (see --wait), by our lo
 
 BY_STATUS = {"completed": COMPLETED, "planned": COMPLETED, "partial": PARTIAL, "refused": REFUSED,
              "cancelled": CANCELLED}
+KINDS = {USAGE: "usage", BUG: "bug", BUSY: "busy", REFUSED: "refused", PARTIAL: "partial", CANCELLED: "cancelled",
+         NO_SPACE: "no_space", STORE_LOST: "store_lost", NO_MEMORY: "no_memory"}  # an error's kind, as JSON names it
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`fleet status | head -1`); ended quietly
 
 # Each code in the user's words, for `fleet --help` and the reference page (docs/reference/exit-codes.md):
-# (code, its kind as a JSON error names it (flows/checks.py KINDS), what it means).
+# (code, its kind as a JSON error names it (KINDS), what it means).
 MEANINGS: tuple[tuple[int, str, str], ...] = (
     (COMPLETED, "completed", "every planned VIN-dataset answered (found, no data, not applicable); or a dry run "
                              "planned"),
