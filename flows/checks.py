@@ -3,7 +3,7 @@
 Arguments, paths (the database, its staging folder, the lake: of the right kind, writable) and the
 service's settings are checked here, before a database is opened, a lock or staging file is written,
 or the sandbox or Prefect starts. A problem is a `CommandError`: one line (what, why, what to do) and
-an exit code (2 for usage), printed by `flows.cli` as text or, with `--json`, as JSON. Nothing here
+an exit code (2 for usage), printed by flows/cli/errors.py as text or, with `--json`, as JSON. Nothing here
 creates anything, and only the standard library and small project modules are imported.
 """
 
@@ -16,31 +16,18 @@ from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlsplit
 
-from fleet_data.tasks.control.faults import EnvironmentFault
-from fleet_data.tasks.settings import SettingsError
+from fleet_data.tasks.errors import UsageError
+from fleet_data.tasks.exitcodes import USAGE
 
-from .exitcodes import BUG, BUSY, CANCELLED, NO_MEMORY, NO_SPACE, PARTIAL, REFUSED, STORE_LOST, USAGE
-
-KINDS = {USAGE: "usage", BUG: "bug", BUSY: "busy", REFUSED: "refused", PARTIAL: "partial", CANCELLED: "cancelled",
-         NO_SPACE: "no_space", STORE_LOST: "store_lost", NO_MEMORY: "no_memory"}
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
 
 
-class CommandError(Exception):
+class CommandError(UsageError):
     """The command stops here: one line for the user, and the exit code."""
 
     def __init__(self, message: str, code: int = USAGE):
         super().__init__(" ".join(str(message).split()))  # one line, even for DuckDB's messages
         self.message, self.code = str(self), code
-
-    @property
-    def kind(self) -> str:
-        return KINDS.get(self.code, "error")
-
-
-def usage_errors() -> tuple[type[Exception], ...]:
-    # flows/config.py's ConfigError is a SettingsError; an EnvironmentFault is a path or file the user must fix
-    return (CommandError, SettingsError, EnvironmentFault)
 
 
 # --- per command ---------------------------------------------------------------------------------

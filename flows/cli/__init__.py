@@ -1,6 +1,6 @@
 """The `fleet` command: one-off lookups, the sandbox, and the pipeline's flows.
 
-This module runs a command and turns how it ended into one line and an exit code (flows/exitcodes.py);
+This module runs a command; flows/cli/errors.py turns how it ended into one line and an exit code;
 the parser is flows/cli/parser.py, the help's layout flows/cli/helptext.py, shell completion
 flows/cli/completion.py, the systems it runs on flows/cli/system.py, the docs' reference pages
 flows/cli/reference.py.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import json
 import logging
 import os
 import sys
@@ -23,7 +22,10 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
-from ..exitcodes import BROKEN_PIPE, BUG, NO_MEMORY, NO_SPACE, STORE_LOST, USAGE
+from fleet_data.tasks.errors import UsageError
+from fleet_data.tasks.exitcodes import BROKEN_PIPE, BUG, USAGE
+
+from .errors import bug, ended, machine_fault, print_error
 from .parser import CONFIGURED, build_parser, command_of, parse, run_sandbox
 from .system import unsupported_system
 
@@ -31,17 +33,6 @@ __all__ = ["CONFIGURED", "build_parser", "machine_fault", "main", "parse"]
 
 RUNS = ("refresh", "backfill")  # the commands that hold a run, and end at once once it is stopped
 AT_EXIT_SECONDS = 2.0  # what a stopped command gives threads still running and exit handlers, in all
-
-
-def _print_error(message: str, code: int, as_json: bool) -> int:
-    """One line: `error: ...` on stderr, or with --json `{"error": {...}}` on stdout (where the summary goes)."""
-    from ..checks import KINDS
-
-    if as_json:
-        print(json.dumps({"error": {"code": code, "kind": KINDS.get(code, "error"), "message": message}}), flush=True)
-    else:
-        print(f"error: {message}", file=sys.stderr, flush=True)
-    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             check_start()  # an address-space limit too low to load them: one line, not a crash in an import
         except OutOfMemory as exc:
-            return _print_error(exc.reason, NO_MEMORY, "--json" in arguments)
+            return print_error(exc.reason, exc.code, "--json" in arguments)
     try:
         code = _main(arguments)
         sys.stdout.flush()  # here, not at exit: a reader that left is noticed where it can be handled
@@ -111,7 +102,7 @@ def _main(arguments: list[str]) -> int:
     as_json = "--json" in arguments
     refused = unsupported_system()
     if refused and command is not None:  # --help and --version still answer
-        return _print_error(refused, USAGE, as_json)
+        return print_error(refused, USAGE, as_json)
     if command == "sandbox":
         # The sandbox has its own options (--port, --fault-rate...): hand them over untouched.
         return run_sandbox(argparse.Namespace(sandbox_args=arguments[arguments.index("sandbox") + 1:]))
@@ -130,21 +121,13 @@ def _parse_or_refuse(arguments: list[str], as_json: bool) -> argparse.Namespace 
         return parse(arguments)
     except SystemExit:  # --help, --version, argparse's own usage errors: first, so nothing more is imported for them
         raise
-    except Exception as exc:
-        from ..checks import usage_errors
-
-        if isinstance(exc, usage_errors()):
-            return _print_error(str(exc), USAGE, as_json)
-        raise
+    except UsageError as exc:
+        return print_error(str(exc), exc.code, as_json)
     finally:
         _Parser.json_errors = False
 
 
 def _run(args: argparse.Namespace) -> int:
-    from fleet_data.tasks.control.faults import as_fault
-
-    from ..checks import usage_errors
-
     as_json = bool(getattr(args, "json", False))
     terminal = logging.StreamHandler(sys.stderr)
     terminal.setLevel(logging.DEBUG if args.verbose else logging.WARNING)  # Prefect's INFO goes to its server only
@@ -156,27 +139,15 @@ def _run(args: argparse.Namespace) -> int:
     _pipes_end_quietly()
     try:
         return int(args.run(args))
-    except usage_errors() as exc:
-        return _print_error(str(exc), getattr(exc, "code", USAGE), as_json)
     except (KeyboardInterrupt, SystemExit, BrokenPipeError):
         raise
     except BaseException as exc:  # BaseException: a polars/pyo3 PanicException is not an Exception
-        machine = machine_fault(exc)  # a full disk, the store or lock gone: exit 6 or 7
-        if machine is not None:
-            _let_go(exc)
-            return _print_error(machine[1], machine[0], as_json)
-        fault = as_fault(exc)  # a path or file the user must fix (tasks/control/faults.py), not a bug
-        if fault is not None:
-            logging.getLogger("fleet").debug("the environment stopped %s", args.command, exc_info=exc)  # -v: where
-            _let_go(exc)
-            return _print_error(str(fault), USAGE, as_json)
-        if args.verbose:
+        known = ended(exc, args.command)  # ours by its code, the machine's or the environment's translated
+        if known is None and args.verbose:
             raise  # -v: the full traceback, for a bug report
-        text = " ".join(str(exc).split())
-        text = text if len(text) <= 300 else text[:299] + "…"
-        return _print_error(f"{args.command} stopped on an unexpected {type(exc).__name__}: {text or 'no message'} "
-                            "(this is a bug, not your input's fault; run again with -v to see the traceback)",
-                            BUG, as_json)
+        code, line = known or (BUG, bug(exc, args.command))
+        _let_go(exc)
+        return print_error(line, code, as_json)
 
 
 def _let_go(exc: BaseException | None) -> None:
@@ -189,23 +160,6 @@ def _let_go(exc: BaseException | None) -> None:
         seen.add(id(exc))
         traceback.clear_frames(exc.__traceback__)
         exc = exc.__cause__ or exc.__context__
-
-
-def machine_fault(exc: BaseException) -> tuple[int, str] | None:
-    """A fault of the machine, not a bug: (exit code, one line) for a full disk, a store or lock gone, or an
-    allocation refused; else None."""
-    from fleet_data.tasks.control import memory
-    from fleet_data.tasks.control.resources import STORE_LOST as LOST, ResourceLost, full_disk_error
-
-    if isinstance(exc, ResourceLost):
-        return (STORE_LOST if exc.kind == LOST else NO_SPACE), exc.reason
-    if (allocation := memory.refused(exc)) is not None:  # an OutOfMemory, or an allocation refused anywhere
-        return NO_MEMORY, memory.out_of_memory_line(allocation)
-    refused = full_disk_error(exc)
-    if refused is None:
-        return None
-    text = " ".join(str(refused).split())
-    return NO_SPACE, f"disk full: {text[:240]}; free some space and run again: nothing paid is bought twice"
 
 
 def _pipes_end_quietly() -> None:

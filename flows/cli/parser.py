@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import NoReturn
 
-from ..exitcodes import USAGE
+from fleet_data.tasks.exitcodes import USAGE
 from . import helptext
 
 CONFIGURED = ("refresh", "backfill", "status", "serve")  # the commands whose options flows/config.py fills in
@@ -50,9 +50,9 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if _Parser.json_errors:
-            from . import _print_error
+            from .errors import print_error
 
-            _print_error(f"{self.prog}: {message}", USAGE, as_json=True)
+            print_error(f"{self.prog}: {message}", USAGE, as_json=True)
             sys.exit(USAGE)
         super().error(message)
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from fleet_data.flows.checks import KINDS
+from fleet_data.tasks.exitcodes import KINDS
 from fleet_data.flows.cli import build_parser, main, parse
 from fleet_data.flows.cli import helptext, parser as cli_parser, reference
-from fleet_data.flows.exitcodes import MEANINGS
+from fleet_data.tasks.exitcodes import MEANINGS
 from fleet_data.tasks.settings import RefreshOptions, cli_of, env_name, flag_name, options_for
 
 ROOT = Path(__file__).resolve().parents[2]
