@@ -8,11 +8,12 @@ import importlib
 import sys
 from typing import TYPE_CHECKING, Any
 
+from fleet_data.tasks.errors import UsageError
 from fleet_data.tasks.settings import RefreshOptions, exported
 
 from .checks import CommandError, check_refresh
 from .config import add_flags
-from .exitcodes import CANCELLED
+from fleet_data.tasks.exitcodes import CANCELLED
 
 if TYPE_CHECKING:
     from fleet_data.tasks.control import progress
@@ -87,7 +88,7 @@ def _dry_run(args: argparse.Namespace, options: RefreshOptions, fleet: IngestRes
 
     try:
         preview = _preview(fleet, options, run_id)
-    except (DatabaseError, ValueError) as exc:
+    except (DatabaseError, UsageError) as exc:  # ours only: any other ValueError is a bug, said as one
         raise CommandError(str(exc)) from None
     if not args.json:
         print(preview.plan, file=sys.stderr)
@@ -97,7 +98,6 @@ def _dry_run(args: argparse.Namespace, options: RefreshOptions, fleet: IngestRes
 
 def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run_id: str, fleet: IngestResult) -> int:
     from fleet_data.tasks.control import progress
-    from fleet_data.tasks.ingest.fleet_files import FleetFileError
     from fleet_data.tasks.control.signals import RunCancelled, cancel_on_signals
     from fleet_data.tasks.store.database import DatabaseError
     from fleet_data.tasks.outputs.summary import report
@@ -135,7 +135,7 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
     except RunCancelled as exc:
         print(f"cancelled: {exc}", file=sys.stderr)
         return CANCELLED
-    except (FleetFileError, DatabaseError, ValueError) as exc:
+    except (DatabaseError, UsageError) as exc:  # ours only (a FleetFileError, a RunRefused...): not any ValueError
         from fleet_data.tasks.control.resources import is_disk_full
 
         if is_disk_full(exc):
