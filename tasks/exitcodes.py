@@ -44,6 +44,9 @@ MEANINGS: tuple[tuple[int, str, str], ...] = (
                            "nothing and ended failed; free space and run again, nothing paid is bought twice"),
     (STORE_LOST, "store_lost", "the working store or the lock file was deleted or replaced during the run: "
                                "stopped, not published"),
+    (NO_MEMORY, "no_memory", "the address-space limit (`ulimit -v`) is below what `fleet` needs to start, or an "
+                             "allocation was refused while reading the fleet, planning or landing the roster: one "
+                             "line, nothing paid is bought twice"),
     (BUSY, "busy", "EX_TEMPFAIL: another refresh or backfill holds the database (our lock or DuckDB's); nothing "
                    "was started (`--wait` queues instead)"),
     (BROKEN_PIPE, "broken_pipe", "the reader of the output went away (`fleet status | head -1`): ended quietly"),

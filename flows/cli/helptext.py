@@ -20,7 +20,7 @@ ORDER = (FETCH, COST, CONCURRENCY, OUTPUT, NOTIFICATIONS, SCHEDULES)
 GROUPS: dict[str, str] = {
     # the options' model (tasks/settings.py): a new option is placed here (a test says so)
     "datasets": FETCH, "fresh": FETCH, "force": FETCH, "recall_details": FETCH, "plates": FETCH, "vin_column": FETCH,
-    "max_units": COST, "dry_run": COST,
+    "max_units": COST, "dry_run": COST, "allow_clock_behind": COST,
     "concurrency": CONCURRENCY, "chunk_size": CONCURRENCY, "batch_size": CONCURRENCY, "retry_window": CONCURRENCY,
     "workers": CONCURRENCY, "dask": CONCURRENCY, "staging": CONCURRENCY,
     "db": OUTPUT, "lake": OUTPUT, "value_move": OUTPUT, "notify": OUTPUT,
@@ -28,7 +28,7 @@ GROUPS: dict[str, str] = {
     # the commands' own flags
     "vins": FETCH, "vins_file": FETCH, "failures_of": FETCH, "failures": FETCH, "reparse": FETCH,
     "wait": CONCURRENCY,
-    "json": OUTPUT, "runs": OUTPUT, "out": OUTPUT,
+    "json": OUTPUT, "runs": OUTPUT, "out": OUTPUT, "since": OUTPUT,
     "recalls_cron": SCHEDULES, "values_cron": SCHEDULES, "timezone": SCHEDULES, "name": SCHEDULES,
     "log_level": SCHEDULES,
 }

@@ -33,8 +33,8 @@ COMMANDS = (
     Command("refresh", "turn fleet files into fresh analyst tables", "commands:add_refresh"),
     Command("backfill", "fetch chosen datasets again for chosen VINs or failures; or re-parse", "backfill:add_parser"),
     Command("status", "last runs, units spent this month, pending and failed VINs, batches in flight", "status:add_parser"),
-    Command("report", "the fleet at a glance as one HTML file that opens offline (values, recalls, title brands, "
-                      "freshness, units)", "report:add_parser"),
+    Command("report", "the fleet at a glance as one HTML file that opens offline (safety first, what changed, values, "
+                      "recalls, title brands, freshness, units)", "report:add_parser"),
     Command("serve", "serve the scheduled refresh deployments (weekly recalls, monthly values)", "serve:add_parser"),
     Command("lookup", "one call to any endpoint of the service", "lookup:add_parser"),
     Command("sandbox", "run the local emulator of the Vehicle Data Service", "cli.parser:add_sandbox"),

@@ -200,14 +200,14 @@ def lean_when_limited() -> None:
     """
     if address_space_limit() is None:
         return
-    for variable, value in LEAN.items():
-        os.environ.setdefault(variable, value)
+    # Set for the processes this one starts too; a value the user set wins (setdefault returns it).
+    chosen = {variable: os.environ.setdefault(variable, value) for variable, value in LEAN.items()}
     found = ctypes.util.find_library("c")
     if not found or not sys.platform.startswith("linux"):
         return
     try:
         libc = ctypes.CDLL(found)
-        libc.mallopt(M_ARENA_MAX, int(os.environ["MALLOC_ARENA_MAX"]))  # this process too
+        libc.mallopt(M_ARENA_MAX, int(chosen["MALLOC_ARENA_MAX"]))  # this process too
         attr = ctypes.create_string_buffer(128)  # a pthread_attr_t (56 bytes on x86_64)
         if libc.pthread_attr_init(attr) == 0 and libc.pthread_attr_setstacksize(attr, ctypes.c_size_t(THREAD_STACK)) == 0:
             libc.pthread_setattr_default_np(attr)  # Python's threads, DuckDB's, Arrow's: what they map for a stack

@@ -38,6 +38,9 @@ SAFETY = (
     ("active lien", "active-liens", "Active liens", "vehicles with a lien not released"),
     ("title brand", "new-title-brands", "New title brands", f"vehicles whose title got a brand in the last {NEW_BRAND_DAYS} days"),
 )
+# The headline figure that is NULL when no vehicle was asked for a card's dataset (sql/queries/report_headline.sql).
+KNOWN_BY = {"park-now": "vehicles_to_park", "park-outside": "vehicles_to_park", "stolen-now": "stolen_vehicles",
+            "active-liens": "active_lien_vehicles", "new-title-brands": "title_branded_vehicles"}
 
 
 class Page:
@@ -103,8 +106,10 @@ def _safety_section(data: ReportData, page: Page) -> str:
         f", {_count(h['lien_undecided'])} cannot tell" if h["lien_undecided"] else "")
     extra = {"park-now": likely, "stolen-now": stolen + _checked(h, "lien_theft_checked"),
              "active-liens": liens + _checked(h, "lien_theft_checked")}
-    cards = "".join(_card(label, card_id, counts.get(category, 0), meaning + extra.get(card_id, ""),
-                          alert=bool(counts.get(category)))
+    # Unknown is not zero: a category whose dataset no vehicle was asked for shows "–" (the headline's NULL).
+    unknown = {card_id for card_id, figure in KNOWN_BY.items() if h.get(figure) is None}
+    cards = "".join(_card(label, card_id, None if card_id in unknown else counts.get(category, 0),
+                          meaning + extra.get(card_id, ""), alert=bool(counts.get(category)))
                     for category, card_id, label, meaning in SAFETY)
     title = f"Safety first: what needs doing now ({_count(todo.height)})"
     if not todo.height:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import polars as pl
 
@@ -196,9 +196,8 @@ def _make_plan(db: Database, run_id: str, datasets: Sequence[str], staging_dir: 
     others: set[str] = set()
     for dataset in datasets:
         scope = in_scope(vehicles, declaration(dataset).markets)
-        due = _due(scope, statuses, unsettled, dataset, force=force, fresh_after=now - windows[dataset],
-                   no_data_after=now - min(windows[NO_DATA], windows[dataset]), future_after=now + CLOCK_TOLERANCE,
-                   service=rule.service)
+        cutoffs = Cutoffs(now - windows[dataset], now - min(windows[NO_DATA], windows[dataset]), now + CLOCK_TOLERANCE)
+        due = _due(scope, statuses, unsettled, dataset, cutoffs, force=force, service=rule.service)
         why = _why_due(due, rule.service, now + CLOCK_TOLERANCE)
         others |= set(why.pop("services"))
         plan.datasets[dataset] = _dataset_plan(db, dataset, due, (vehicles.height, scope.height), staging_dir, staged,
@@ -340,9 +339,17 @@ DUE_COLUMNS = ("vin", "state", "mileage", "mileage_unit", "mileage_source", "con
                "last_outcome", "last_service", "pending", "failed")
 
 
-def _due(scope: pl.DataFrame, statuses: pl.DataFrame, unsettled: pl.DataFrame, dataset: str, *, force: bool,
-         fresh_after: datetime, no_data_after: datetime, future_after: datetime | None = None,
-         service: str | None = None) -> pl.DataFrame:
+class Cutoffs(NamedTuple):
+    """When a dataset's answer stops being fresh (`fresh_after`; `no_data_after` for a "no data" one), and after
+    when one is dated ahead of this clock (`future_after`; None: not checked)."""
+
+    fresh_after: datetime
+    no_data_after: datetime
+    future_after: datetime | None = None
+
+
+def _due(scope: pl.DataFrame, statuses: pl.DataFrame, unsettled: pl.DataFrame, dataset: str, cutoffs: Cutoffs, *,
+         force: bool, service: str | None = None) -> pl.DataFrame:
     """The VINs of `scope` (in its order) due for `dataset`; all of them with `force`. Due: left pending by an
     earlier run, or failed worth asking again (5xx, no answer), fresh or not; else, unless a failure that cannot
     change by asking again (a 4xx) is younger than the dataset's window, an answer missing or stale.
@@ -372,6 +379,7 @@ def _due(scope: pl.DataFrame, statuses: pl.DataFrame, unsettled: pl.DataFrame, d
     rows = rows.with_columns(pl.col("pending").fill_null(False), pl.col("failed_at").is_not_null().alias("failed"))
     if force:
         return rows.select(DUE_COLUMNS)
+    fresh_after, no_data_after, future_after = cutoffs
     window = pl.when(pl.col("last_outcome") == NO_DATA).then(pl.lit(no_data_after)).otherwise(pl.lit(fresh_after))
     stale = pl.col("last_fetched_at").is_null() | (pl.col("last_fetched_at") < window)
     if future_after is not None:

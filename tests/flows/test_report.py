@@ -243,8 +243,9 @@ def test_the_to_do_list_is_written_beside_the_report_for_spreadsheets(fleet_db, 
     # The page's to-do list, then the data hygiene rows.
     listed = [(r["category"], r["unit_number"], r["reason"]) for r in rows.iter_rows(named=True)]
     assert listed[:-1] == todo_on_page(out.read_text(encoding="utf-8"))
-    assert listed[-1] == ("mileage conflict", "U3", "fleet file says 5,384 mi; history read 94,141 mi on 2024-03-02: "
-                                                    "valuations use the file's mileage")
+    # The reason is the view mileage_conflicts' own: what the valuation is really asked with.
+    assert listed[-1] == ("mileage conflict", "U3", "fleet file says 5,384 mi, history read 94,141 mi on 2024-03-02: "
+                                                    "88,757 mi more; not valued yet (valuations ask with the reading)")
     assert rows.filter(pl.col("unit_number") == "U4")["fleet"].to_list() == ["'" + FORMULA] * 2  # text, not a formula
     assert rows.filter(pl.col("category") == "mileage conflict")["since"].to_list() == ["2024-03-02"]
 

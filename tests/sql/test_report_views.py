@@ -98,7 +98,8 @@ def test_the_headline_says_unknown_not_zero_for_what_was_never_asked(db):
     assert (headline["vehicles"], headline["valued_vehicles"], headline["lien_theft_checked"]) == (2, 1, 0)
     page, _ = build_report(db, "fleet.duckdb")
     shown = dict(re.findall(r'id="([a-z-]+)" data-value="([^"]*)"', page))
-    assert [shown[k] for k in ("open-recalls", "vehicles-to-park", "stolen-now", "active-liens", "title-branded")] == [""] * 5
+    assert [shown[k] for k in ("open-recalls", "park-now", "park-outside", "stolen-now", "active-liens",
+                               "new-title-brands", "title-branded")] == [""] * 7
     # One vehicle answered lien/theft with nothing on record: now a zero is known, for the one vehicle checked.
     db.land("fetch_status", pl.DataFrame([{"vin": V2, "dataset": "lien_theft", "outcome": "no_data",
                                            "fetched_at": at(2)}]), "r2")

@@ -39,6 +39,7 @@ FALLBACKS = {
     ("vehicle_mileage", "valuation_mileage_unit"),
     ("vehicle_mileage", "valuation_mileage_source"),
     ("mileage_conflicts", "reason"),  # its words say what the valuation asked with, or "not valued yet"
+    ("vin_status", "status"),  # never_asked: the label for "unknown", as recall_status's not_checked
 }
 
 
