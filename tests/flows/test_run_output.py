@@ -31,6 +31,8 @@ KEY = "output_test_key_3b9e"
 STAMP = re.compile(r"^\[(\d+):(\d\d):(\d\d)\] ")
 UNDER_WAY = re.compile(r"^\[\d+:\d\d:\d\d\] (?P<what>[^:]+): (?P<done>[\d,]+)/(?P<total>[\d,]+) \(\d+%\), [\d,.]+/s, "
                        r"ETA (\d+:\d\d:\d\d|unknown \(nothing done yet\))")
+# A plan's line for a dataset (or the plates): its name, endpoint, calls and units.
+PLAN_ROW = re.compile(r"^  (\S+) +/\S+ +\d+ (?:calls|VINs) +(\d+) units", re.MULTILINE)
 DONE = re.compile(r"^\[\d+:\d\d:\d\d\] (?P<what>[^:]+): (?P<total>[\d,]+)/(?P=total) done in \d+:\d\d:\d\d$")
 
 
@@ -56,7 +58,7 @@ def logged_run(tmp_path_factory) -> SimpleNamespace:
                                   timeout=600, check=False)
     err_text, out_text = (folder / "err.txt").read_text(), (folder / "out.txt").read_text()
     assert done.returncode == 0, err_text[-3000:]
-    return SimpleNamespace(err=err_text, out=out_text)
+    return SimpleNamespace(err=err_text, out=out_text, service=sandbox.url)
 
 
 def test_every_line_is_whole_and_plain(logged_run):
@@ -87,9 +89,12 @@ def test_progress_lines_come_at_least_every_10_seconds_with_done_total_rate_and_
 
 
 def test_the_plans_numbers_are_the_summarys(logged_run):
-    plan = re.search(r"^Plan: (\d+) units \(\+ up to (\d+) for recall campaign details\) "
-                     r"\(\+ up to (\d+) for the vehicles plates find\)$", logged_run.err, re.MULTILINE)
+    # The plan names the service it will call (issue 26), as the summary's headline does.
+    plan = re.search(rf"^Plan: (\d+) units from {re.escape(logged_run.service)} \(\+ up to (\d+) for recall campaign "
+                     r"details\) \(\+ up to (\d+) for the vehicles plates find\)$", logged_run.err, re.MULTILINE)
     assert plan, logged_run.err
+    assert re.search(rf"^run \S+: \w+ \(answers from {re.escape(logged_run.service)}\)$", logged_run.out,
+                     re.MULTILINE), logged_run.out
     planned, details, ceiling = map(int, plan.groups())
     lookups, waiting = map(int, re.search(r"\((\d+) plates on (\d+) rows to look up\)$", logged_run.err,
                                           re.MULTILINE).groups())
@@ -101,12 +106,16 @@ def test_the_plans_numbers_are_the_summarys(logged_run):
     assert total == planned + added and details_now == details + details_added and 0 < added <= ceiling
     # The plan made again once the plates found their vehicles says the same (on stderr, before the fetching).
     assert f"Plan with the vehicles the plates found: {total} units ({planned} planned + {added} " in logged_run.err
-    # The table's estimates add up to the headline's; every figure whole.
+    # The table's estimates are the plans' (the plates' from the first, the datasets' from the one made again) and
+    # add up to the headline's; every figure whole. Only the plans' rows are read: notes follow the table.
+    first, again = (dict(PLAN_ROW.findall(block)) for block in logged_run.err.split("\nPlan with ")[:2])
+    priced = {name: int(units) for name, units in (first | again).items()}
     table = logged_run.out.splitlines()
     start = next(i for i, line in enumerate(table) if line.startswith("dataset "))
     est = table[start].index("est.") + len("est.")  # numbers are right-aligned under their header
-    body = [line for line in table[start + 1:] if line and not line.startswith(("report:", "recall details"))]
-    assert sum(int(line[:est].split()[-1]) for line in body) == total
+    body = [(line.split()[0], int(line[:est].split()[-1])) for line in table[start + 1:]
+            if line.split() and line.split()[0] in priced]
+    assert len(body) == len(priced) and dict(body) == priced and sum(priced.values()) == total, logged_run.out
     # The rows with a plate: the plan's lookups and rows are the summary's.
     assert re.search(rf" \(14 rows with a plate instead of a VIN: {waiting} looked up \({lookups} plates: \d+ found, "
                      r"\d+ not found\), 1 rejected before any lookup\)$", logged_run.out, re.MULTILINE), logged_run.out
