@@ -112,7 +112,11 @@ def test_a_refresh_killed_during_its_plate_lookups_leaves_every_billed_lookup_in
     billed_by_killed, asked_before = slow_sandbox.units(KEY), _served(slow_sandbox.stats(), PLATE)
     assert billed_by_killed >= 2
 
-    monkeypatch.setenv("VDS_BASE_URL", slow_sandbox.url)
+    # The same service again: a lookup stands only for the service that answered it (its base URL, here the
+    # proxy's), so a run that called the sandbox by its own URL would rightly look every plate up again.
+    proxy = slow_sandbox.proxy  # type: ignore[attr-defined]
+    proxy.hold = (0.0, 0.0)  # nothing is killed now: answers need not be held
+    monkeypatch.setenv("VDS_BASE_URL", proxy.url)
     monkeypatch.setenv("VDS_API_KEY", KEY)
     resumed = refresh_fleet([str(fleet)], RefreshOptions(db=db, lake=None, datasets=["specs"], concurrency=CONCURRENCY))
     assert resumed["status"] == "completed"
@@ -129,6 +133,7 @@ def test_a_refresh_killed_during_its_plate_lookups_leaves_every_billed_lookup_in
     # Each lookup answered before the kill landed from the journal, under the killed run...
     landed = _rows(db, f"SELECT count(*) FROM plate_resolutions WHERE run_id = '{killed_run}'")[0][0]
     assert landed == asked_before - unknown
+    assert resumed["plates"]["lookups"] == PLATES - landed  # ... and the resumed run did not plan them again
     # ... so the only plates looked up twice are those in flight at the kill.
     asked = Counter(c["target"] for c in slow_sandbox.journal() if c["key"] == KEY and c["endpoint"] == PLATE)
     assert len(asked) == PLATES and sum(asked.values()) == PLATES + unknown
