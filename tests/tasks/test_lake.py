@@ -181,7 +181,9 @@ def test_rows_deleted_in_the_database_leave_the_lake(db, tmp_path):
     lake = tmp_path / "lake"
     db.export_lake(lake)
     gone = VINS[0]
-    # A newer "no data" answer removes the VIN's history and lien/theft events (fetch_status.sql).
+    # A newer "no data" answer removes the VIN's history and lien/theft events (fetch_status.sql). Newer is by
+    # run order: r2 starts after r1 (a run never started would rank before every run, its answer the older).
+    db.start_run("refresh", ["fleet.csv"], run_id="r2", started_at=T2)
     db.land("fetch_status", pl.DataFrame([{"vin": gone, "dataset": d, "outcome": "no_data", "fetched_at": T2}
                                           for d in ("history", "lien_theft")]), "r2")
     # Every market value of January goes: its month folder goes with it.
