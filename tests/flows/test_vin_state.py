@@ -98,7 +98,11 @@ def test_the_summary_fleet_status_and_the_view_agree_on_every_count(faulty):
     assert rows[(ALWAYS_503, "specs")] == ("pending", "retry window closed", None)
     always_500 = rows[(ALWAYS_500, "specs")]  # retried once: failed and worth asking again, or its retry left waiting
     assert always_500[0] == "pending" or always_500[0::2] == ("failed", True), always_500
-    assert rows[(ALWAYS_CV, "specs")][0::2] == ("failed", False)
+    # Its CV-001 is final (failed, not worth asking again), unless a random fault answered it first: that one's
+    # retry may wait out Retry-After past the window (which of the concurrent calls the faults hit varies).
+    cv_calls = [c for c in faulty["sandbox"].journal() if c.get("vin") == ALWAYS_CV and c["endpoint"] == "/specs"]
+    assert rows[(ALWAYS_CV, "specs")][0::2] == ("failed", False) or (
+        len(cv_calls) > 1 and rows[(ALWAYS_CV, "specs")][0] == "pending"), (rows[(ALWAYS_CV, "specs")], cv_calls)
     assert rows[(GERMAN, "history")][:2] == ("not_applicable", "registered in DE; history is answered for US")
 
 
@@ -130,15 +134,18 @@ def test_the_next_refresh_asks_for_exactly_those_and_keeps_when_the_wait_began(f
                                "'history', 'lien_theft') AND (status = 'pending' OR (status = 'failed' AND retryable)) "
                                "GROUP BY dataset").fetchall())
         first_run = faulty["summary"]["run_id"]
+        cv_state = con.execute("SELECT status FROM vin_status WHERE vin = ? AND dataset = 'specs'", [ALWAYS_CV]).fetchone()
     sandbox = faulty["sandbox"]
     sandbox.set_faults(FaultConfig())  # the faults are over; the fixed-failure VINs still fail
     before = {path: sandbox.count(path) for path in ("/specs", "/v2/marketvalue", "/history", "/v1/lien-theft")}
+    cv_before = len([c for c in sandbox.journal() if c.get("vin") == ALWAYS_CV and c["endpoint"] == "/specs"])
     second = refresh_fleet([faulty["fleet"]], RefreshOptions(db=faulty["db"], lake=None, chunk_size=10, concurrency=4,
                                                              retry_window=3))
     for dataset in PER_VIN:
         assert second["datasets"][dataset]["planned"] == due.get(dataset, 0), dataset
-    asked_cv = [c for c in sandbox.journal() if c.get("vin") == ALWAYS_CV and c["endpoint"] == "/specs"]
-    assert len(asked_cv) == 1  # the first run's one call; CV-001 is not retried by the next run either
+    asked_cv = [c for c in sandbox.journal() if c.get("vin") == ALWAYS_CV and c["endpoint"] == "/specs"][cv_before:]
+    # CV-001 is not retried by the next run; left pending (a random fault came first), it is asked once, as due.
+    assert len(asked_cv) == (0 if cv_state == ("failed",) else 1), (cv_state, asked_cv)
     assert sandbox.count("/specs") - before["/specs"] >= 2  # the 503 VIN and the 500 VIN at least
     with duckdb.connect(faulty["db"], read_only=True) as con:
         waited = con.execute("SELECT status, since_run_id, run_id FROM vin_status WHERE vin = ? AND dataset = 'specs'",
