@@ -13,8 +13,6 @@ cost, and the only calls the second run buys again are those.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -26,6 +24,8 @@ from fleet_data.connectors.sandbox import Sandbox
 from fleet_data.flows.refresh import refresh_fleet
 from fleet_data.tasks.settings import RefreshOptions
 from fleet_data.tasks.store.database import open_database
+
+from tests.killing import run_then_kill
 
 from .conftest import sample_rows
 
@@ -75,19 +75,7 @@ def test_a_refresh_killed_with_calls_in_flight_never_under_reports_nor_buys_an_a
                "--datasets", ",".join(DATASETS), "--chunk-size", str(OPTIONS["chunk_size"]),
                "--concurrency", str(OPTIONS["concurrency"])]
     log = tmp_path / "killed.log"
-    with log.open("wb") as out:
-        child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + BOUND
-        while _served(slow_sandbox) < KILL_AFTER:
-            assert child.poll() is None, f"the refresh ended before the kill:\n{log.read_text(errors='replace')[-2000:]}"
-            assert time.monotonic() < deadline, "the refresh never reached its calls"
-            time.sleep(0.02)
-    finally:
-        if child.poll() is None:
-            os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
+    run_then_kill(command, env, log, lambda: _served(slow_sandbox) >= KILL_AFTER, bound=BOUND, poll=0.02)
     # The calls in flight at the kill reach the service, which answers and bills them (latency at most 0.5 s).
     settled = time.monotonic() + 30
     while slow_sandbox.stats()["in_flight"]:

@@ -13,8 +13,6 @@ run's; a batch submit in flight was in no ledger until a run resumed its batch.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -29,6 +27,7 @@ from fleet_data.tasks.settings import RefreshOptions
 from fleet_data.tasks.store.database import open_database
 
 from tests.holding_proxy import HoldingProxy
+from tests.killing import run_then_kill
 
 from .conftest import sample_rows
 
@@ -67,19 +66,7 @@ def _kill_when(command: list[str], sandbox: Sandbox, log: Path, ready) -> None: 
     proxy = sandbox.proxy  # type: ignore[attr-defined]
     env = {**os.environ, "VDS_BASE_URL": proxy.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT),
            "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false"}
-    with log.open("wb") as out:
-        child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + BOUND
-        while not ready(sandbox.stats(), proxy.holding):
-            assert child.poll() is None, f"the refresh ended before the kill:\n{log.read_text(errors='replace')[-2000:]}"
-            assert time.monotonic() < deadline, "the refresh never reached its calls"
-            time.sleep(0.01)
-    finally:
-        if child.poll() is None:
-            os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
+    run_then_kill(command, env, log, lambda: ready(sandbox.stats(), proxy.holding), bound=BOUND)
     settled = time.monotonic() + 30
     while proxy.holding or sandbox.stats()["in_flight"]:
         assert time.monotonic() < settled, "the answers held at the kill were never let go"
