@@ -16,6 +16,7 @@ from .config import add_flags
 from fleet_data.tasks.exitcodes import CANCELLED
 
 if TYPE_CHECKING:
+    from fleet_data.connectors.config import Settings
     from fleet_data.tasks.control import progress
     from fleet_data.tasks.control.resources import Watch
     from fleet_data.tasks.ingest.fleet_files import IngestResult
@@ -63,7 +64,15 @@ def run_refresh(args: argparse.Namespace) -> int:
         return session
     with session:
         _room_to_run(session.context.watch, options)
-        return _refresh_holding_lock(args, options, run_id, fleet)
+        outcome = _refresh_holding_lock(args, options, run_id, fleet)
+    # Said once the session has ended: its last publish can still halt the run (its lock or store gone, the
+    # disk full), which then ends in one error line, never after a summary that said it completed.
+    if isinstance(outcome, int):
+        return outcome
+    from fleet_data.tasks.outputs.summary import report
+
+    report(outcome, args.json)
+    return exit_code(outcome)
 
 
 def _room_to_run(watch: Watch, options: RefreshOptions) -> None:
@@ -96,11 +105,12 @@ def _dry_run(args: argparse.Namespace, options: RefreshOptions, fleet: IngestRes
     return exit_code(preview.summary)
 
 
-def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run_id: str, fleet: IngestResult) -> int:
+def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run_id: str,
+                          fleet: IngestResult) -> dict[str, Any] | int:
+    """The run's summary, to be said once its session ends; an exit code when it ends otherwise."""
     from fleet_data.tasks.control import progress
     from fleet_data.tasks.control.signals import RunCancelled, cancel_on_signals
     from fleet_data.tasks.store.database import DatabaseError
-    from fleet_data.tasks.outputs.summary import report
 
     bars = progress.for_stderr(args.json)  # bars on a terminal, plain lines in a log, none with --json
     window = "off" if options.retry_window is None else str(options.retry_window)
@@ -115,15 +125,22 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
             # Nothing due: answered here, with no service and no Prefect server to start (tasks/steps/refresh_steps.py).
             idle = _answer_without_calls(fleet, args, options, run_id) if preview.nothing_due else None
             if idle is not None:
-                report(idle, args.json)
-                return exit_code(idle)
+                return idle
             plan = preview.plan
-            with service_settings():
+            # One free call first: a key the service refuses is said in a second, not after Prefect's start (with
+            # --dask, once the cluster is known to work: one that cannot is refused before any call). Not for a plan
+            # --max-units refuses: that calls nothing.
+            check = preview.summary["status"] != "refused"
+            with service_settings() as service:
+                if check and not options.dask and (refused := _refused_key(service, run_id, fleet, args, options)):
+                    return refused
                 start_prefect(args.verbose)
                 if options.dask:  # its workers run this fleet-data and reach this Prefect: checked before any call
                     from .fetchers import check_cluster_at
 
                     check_cluster_at(options.dask, options.staging)
+                    if check and (refused := _refused_key(service, run_id, fleet, args, options)):
+                        return refused
                 from .refresh import refresh_fleet  # imports Prefect: only once the files are known to be usable
 
                 signals.started = True
@@ -132,6 +149,7 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
                         progress.use(SaidOnce(bars, plan))
                     # as_flow_run hides the type
                     summary: dict[str, Any] = refresh_fleet(args.paths, options, run_id=run_id)  # type: ignore[assignment]
+                summary["calls"] += check  # the key check's, free (connectors/keycheck.py): the ledger has it too
     except RunCancelled as exc:
         print(f"cancelled: {exc}", file=sys.stderr)
         return CANCELLED
@@ -147,8 +165,22 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
         from fleet_data.tasks.control.resources import ResourceLost
 
         raise ResourceLost(summary["message"], summary["failure"])
-    report(summary, args.json)
-    return exit_code(summary)
+    return summary
+
+
+def _refused_key(service: Settings, run_id: str, fleet: IngestResult, args: argparse.Namespace,
+                 options: RefreshOptions) -> dict[str, Any] | None:
+    """The run's summary when the service refuses the key (connectors/keycheck.py), recorded without Prefect;
+    None when the run goes ahead (the key taken, or no verdict). The check's call is in the ledger either way."""
+    from fleet_data.connectors.keycheck import check_key
+    from fleet_data.tasks.run.context import current
+    from fleet_data.tasks.steps.refresh_steps import record_key_check, refuse_without_calls
+
+    check, run = check_key(service), current(run_id)
+    record_key_check(run, check)
+    if check.refused is None:
+        return None
+    return refuse_without_calls(run, fleet, args.paths, options, check.refused)
 
 
 def _answer_without_calls(fleet: IngestResult, args: argparse.Namespace, options: RefreshOptions,

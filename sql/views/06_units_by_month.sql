@@ -7,7 +7,8 @@ SELECT
     count(*) AS calls,
     CAST(coalesce(sum(units), 0) AS BIGINT) AS units,
     CAST(coalesce(sum(units) FILTER (WHERE billing = 'unknown'), 0) AS BIGINT) AS possible_units,
-    count(*) FILTER (WHERE (status >= 400 OR status IS NULL) AND NOT no_data) AS failed_calls,
+    count(*) FILTER (WHERE (status >= 400 OR status IS NULL) AND NOT no_data
+                           AND coalesce(error_message, '') <> 'KeyAccepted') AS failed_calls,
     count(*) FILTER (WHERE no_data) AS no_data_calls
 FROM (
     SELECT *, coalesce(status = 404 AND coalesce(error_message, '') NOT IN ('FeatureNotEnabledError', 'InvalidRegionError'),

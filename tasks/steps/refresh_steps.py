@@ -6,19 +6,22 @@ due runs them directly, without Prefect (`answer_without_calls`), so it costs no
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from fleet_data.connectors.keycheck import PATH as KEY_CHECK_PATH, KeyCheck
 from fleet_data.tasks.control import memory, resources, stops
 from fleet_data.tasks.control.failpoints import failpoint
 from fleet_data.tasks.fetch.lanes import forget_run
-from fleet_data.tasks.ingest.plates import settle_at_ingest
+from fleet_data.tasks.ingest.plates import PlateLookups, lookup_keys, settle_at_ingest
+from fleet_data.tasks.land.plates import land_lookups
 from fleet_data.tasks.ingest.fleet_files import IngestResult
 from fleet_data.tasks.outputs.changes import lead_with_changes, run_changes
 from fleet_data.tasks.outputs.report import write_run_report
 from fleet_data.tasks.outputs.todo import todo_path
-from fleet_data.tasks.outputs.summary import final_status, start_summary
+from fleet_data.tasks.outputs.summary import final_status, record_plates, start_summary
 from fleet_data.tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
 from fleet_data.tasks.plan.provenance import check_store
 from fleet_data.tasks.run.context import RunContext
@@ -157,3 +160,40 @@ def answer_without_calls(run: RunContext, fleet: IngestResult, paths: list[str],
     final_status(summary)
     summary, _ = finish(run, summary, options.lake)
     return summary
+
+
+def refuse_without_calls(run: RunContext, fleet: IngestResult, paths: list[str], options: RefreshOptions,
+                         refused: str) -> dict[str, Any]:
+    """A refresh whose key the service refused (connectors/keycheck.py), recorded in this process without Prefect.
+
+    The run is what the flow would have made of it, minus the calls: recorded with its roster, everything it
+    planned left pending with the refusal as the reason (`vin_status`), so the next run asks for it; rows
+    waiting for a plate lookup rejected as not looked up, as a refused plan leaves them.
+    """
+    counts = ingest(run, fleet, paths, options.run_parameters(), options.plates)
+    made, _ = plan(run, options.datasets, options.force, options.fresh or None)
+    summary = start_summary(run.run_id, counts, made)
+    if made.plates:
+        waiting = pl.read_parquet(made.plates.path)
+        outcome = land_lookups(run.store, run.run_id, waiting, PlateLookups(not_looked_up=lookup_keys(waiting)))
+        Path(made.plates.path).unlink(missing_ok=True)
+        record_plates(summary, {**outcome, "stop_reason": refused}, None)
+    for dataset in summary["datasets"].values():
+        if dataset["planned"]:
+            dataset.update(pending=dataset["planned"], stop_reason=refused)
+    final_status(summary)
+    summary["calls"] += 1  # the check's own call, free: in the ledger too (record_key_check)
+    summary["message"] = (f"the service refused the key ({refused}), answering a free check before anything "
+                          f"started: nothing else was called; {summary.get('message') or ''}")
+    summary, _ = finish(run, summary, options.lake)
+    return summary
+
+
+def record_key_check(run: RunContext, check: KeyCheck) -> None:
+    """The key check's call in the call ledger, as every call is: free (a 400 or a refusal of the key costs no
+    unit), or, with no answer, possibly billed for nothing (it asked about no VIN)."""
+    answered = check.status is not None
+    row = {"call_id": check.call_id, "endpoint": KEY_CHECK_PATH, "method": "GET", "status": check.status, "units": 0,
+           "latency_ms": check.latency_ms, "attempt": 1, "error_message": check.error, "fetched_at": check.fetched_at,
+           "replayed": False, "billing": "known" if answered else "unknown", "service": service_in_use()}
+    run.store.land("api_calls", pl.DataFrame([row]), run.run_id)

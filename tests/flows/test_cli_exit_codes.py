@@ -39,6 +39,39 @@ def test_a_key_refused_on_every_call_exits_refused(service, fleet_file, db_path,
     assert code == exitcodes.REFUSED == 4
 
 
+def test_a_refused_key_is_refused_by_one_free_call_before_prefect_starts(service, fleet_file, db_path, capsys,
+                                                                           monkeypatch, read):
+    """Issue 27: a refused key was refused after Prefect's start (24 s). Now one free call says it first; the run
+    is recorded as the flow would have recorded it, its VINs left pending with the refusal as the reason."""
+    from fleet_data.flows import commands
+
+    def no_prefect(*args, **kwargs):
+        raise AssertionError("Prefect was started for a refused key")
+
+    monkeypatch.setattr(commands, "start_prefect", no_prefect)
+    service().record_journal()
+    code, summary = refresh(service, "test_unknown", fleet_file(12), db_path, capsys)
+    assert code == exitcodes.REFUSED
+    specs = summary["datasets"]["specs"]
+    assert (specs["pending"], specs["calls"], summary["calls"], summary["units"]) == (12, 0, 1, 0)
+    assert specs["stop_reason"].startswith("401 User with this API key was not found"), specs
+    assert "refused the key" in summary["message"]
+    assert [(c["endpoint"], c["status"]) for c in service().journal() if c["key"] == "test_unknown"] == [("/specs", 401)]
+    assert read(db_path, "SELECT endpoint, vin, status, units, billing FROM api_calls") == [
+        ("/specs", None, 401, 0, "known")]
+    assert read(db_path, "SELECT status, units_used FROM runs") == [("partial", 0)]
+    assert read(db_path, "SELECT status, count(*), min(reason) FROM vin_status WHERE dataset = 'specs' GROUP BY ALL") \
+        == [("pending", 12, specs["stop_reason"])]
+
+
+def test_a_usable_keys_check_is_one_free_call_in_the_ledger(service, fleet_file, db_path, capsys, read):
+    code, summary = refresh(service, "keycheck_ok_5d2", fleet_file(6), db_path, capsys)
+    assert code == 0 and summary["datasets"]["specs"]["found"] + summary["datasets"]["specs"]["no_data"] == 6
+    assert read(db_path, "SELECT status, units, error_message FROM api_calls WHERE vin IS NULL") == [(400, 0, "KeyAccepted")]
+    assert read(db_path, "SELECT sum(failed_calls) FROM units_by_month") == [(0,)]  # the check's 400 is no failure
+    assert read(db_path, "SELECT sum(units) FROM api_calls") == [(summary["units"],)]
+
+
 def test_a_plan_dearer_than_max_units_exits_refused(service, fleet_file, db_path, capsys):
     code, summary = refresh(service, "flow_test_key_7c1e", fleet_file(12), db_path, capsys, "--max-units", "3")
     assert summary["status"] == "refused" and summary["calls"] == 0

@@ -188,7 +188,9 @@ def test_a_working_store_deleted_mid_run_stops_it_without_publishing(slow_sandbo
 
 def test_a_second_run_let_in_by_a_deleted_lock_file_is_busy(slow_sandbox, tmp_path):
     fleet = tmp_path / "fleet.csv"
-    sample_rows(96).write_csv(fleet)
+    # Enough VINs (some 800 calls, 16 s at 40 ms two at a time) that the first run is still calling when its
+    # lock goes, however slowly this test gets to act on a busy machine; it stops at its next chunk.
+    sample_rows(480).write_csv(fleet)
     db = tmp_path / "fleet.duckdb"
     first = _started(str(db), slow_sandbox, "lock_deleted", tmp_path / "first", str(fleet))
     try:
@@ -208,3 +210,29 @@ def test_a_second_run_let_in_by_a_deleted_lock_file_is_busy(slow_sandbox, tmp_pa
     assert (code, error["kind"]) == (7, "store_lost"), error
     assert ".lock was" in error["message"], error
     assert (db.read_bytes(), db.stat().st_ino) == published
+
+
+def test_a_lock_lost_after_the_runs_last_check_ends_in_one_error_line(service, tmp_path, monkeypatch, capsys):
+    """The lock file deleted once the run has settled its status (here: while its report is written), before the
+    last publish: that publish is refused, so the command must say only that (exit 7, one line), not a summary
+    that says `completed` followed by the error. Before the fix the summary was printed before the last publish."""
+    from fleet_data.flows.cli import main
+    from fleet_data.tasks.steps import refresh_steps
+
+    fleet, db = tmp_path / "fleet.csv", tmp_path / "fleet.duckdb"
+    sample_rows(6).write_csv(fleet)
+    write_report = refresh_steps.write_run_report
+
+    def report_then_lose_the_lock(*args, **kwargs):
+        written = write_report(*args, **kwargs)
+        Path(str(db) + ".lock").unlink()
+        return written
+
+    monkeypatch.setattr(refresh_steps, "write_run_report", report_then_lose_the_lock)
+    code = main(["refresh", str(fleet), "--db", str(db), "--datasets", "specs", "--lake", "", "--json"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1, lines
+    error = json.loads(lines[0])["error"]
+    assert (code, error["kind"]) == (7, "store_lost"), error
+    assert ".lock was deleted" in error["message"], error
+    assert _rows(str(db) + ".working", "SELECT status FROM runs") == [("failed",)]

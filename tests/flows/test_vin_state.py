@@ -99,10 +99,12 @@ def test_the_summary_fleet_status_and_the_view_agree_on_every_count(faulty):
     always_500 = rows[(ALWAYS_500, "specs")]  # retried once: failed and worth asking again, or its retry left waiting
     assert always_500[0] == "pending" or always_500[0::2] == ("failed", True), always_500
     # Its CV-001 is final (failed, not worth asking again), unless a random fault answered it first: that one's
-    # retry may wait out Retry-After past the window (which of the concurrent calls the faults hit varies).
+    # retry may wait out Retry-After past the window (which of the concurrent calls the faults hit varies), before
+    # or after it went out (a 502/503/504 as its only answer: the CV-001 is a 500).
     cv_calls = [c for c in faulty["sandbox"].journal() if c.get("vin") == ALWAYS_CV and c["endpoint"] == "/specs"]
+    random_fault_first = len(cv_calls) > 1 or [c["status"] for c in cv_calls] in ([502], [503], [504])
     assert rows[(ALWAYS_CV, "specs")][0::2] == ("failed", False) or (
-        len(cv_calls) > 1 and rows[(ALWAYS_CV, "specs")][0] == "pending"), (rows[(ALWAYS_CV, "specs")], cv_calls)
+        random_fault_first and rows[(ALWAYS_CV, "specs")][0] == "pending"), (rows[(ALWAYS_CV, "specs")], cv_calls)
     assert rows[(GERMAN, "history")][:2] == ("not_applicable", "registered in DE; history is answered for US")
 
 
