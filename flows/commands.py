@@ -174,10 +174,10 @@ def _refused_key(service: Settings, run_id: str, fleet: IngestResult, args: argp
     None when the run goes ahead (the key taken, or no verdict). The check's call is in the ledger either way."""
     from fleet_data.connectors.keycheck import check_key
     from fleet_data.tasks.run.context import current
-    from fleet_data.tasks.steps.refresh_steps import record_key_check, refuse_without_calls
+    from fleet_data.tasks.steps.refresh_steps import refuse_without_calls
 
     check, run = check_key(service), current(run_id)
-    record_key_check(run, check)
+    run.key_check = check  # in the ledger once the run is recorded (tasks/steps/refresh_steps.py `ingest`)
     if check.refused is None:
         return None
     return refuse_without_calls(run, fleet, args.paths, options, check.refused)

@@ -26,7 +26,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Callable, ParamSpec, TypeVar
 
 from fleet_data.tasks.control import progress, resources
 from fleet_data.tasks.run import lock as runlock
@@ -37,6 +37,9 @@ from fleet_data.tasks.store import published
 from fleet_data.tasks.store.database import Database, open_database
 from fleet_data.tasks.store.files import new_run_id as new_run_id
 from fleet_data.tasks.store.files import publishing_path, working_path
+
+if TYPE_CHECKING:
+    from fleet_data.connectors.keycheck import KeyCheck
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -61,6 +64,9 @@ class RunContext:
         # dataset -> its staged due list (None: nothing due), as the plan made them: what it leaves pending is
         # worked out from these when it finishes (tasks/land/pending.py)
         self.planned: dict[str, str | None] = {}
+        # The command's free key check (connectors/keycheck.py), made before the run started: its ledger row lands
+        # once the run is recorded (tasks/steps/refresh_steps.py `ingest`), so it says the run's service.
+        self.key_check: KeyCheck | None = None
         self.watch = _watch(db, run_id, self.staging)
         self.store.full_disk = self.watch.write_failed  # a write refused for space halts the run, then is tried again
 

@@ -58,6 +58,9 @@ def ingest(run: RunContext, fleet: IngestResult, paths: list[str], parameters: d
     check_store(db, run.db, service, bool(parameters.get("allow_clock_behind")))  # refused: nothing recorded
     db.start_run("refresh", [str(f) for f in fleet.files] or paths, parameters, run_id=run.run_id,
                  prefect_flow_run_id=prefect_flow_run_id, service=service)
+    if run.key_check is not None:  # the command's key check, made before the run was recorded
+        record_key_check(run, run.key_check)
+        run.key_check = None
     failpoint("ingest")  # crash tests: the run is recorded, its roster not yet landed
     roster, rejected, counts = settle(run, fleet, plates)
     land_roster(run, roster, rejected)
@@ -195,5 +198,5 @@ def record_key_check(run: RunContext, check: KeyCheck) -> None:
     answered = check.status is not None
     row = {"call_id": check.call_id, "endpoint": KEY_CHECK_PATH, "method": "GET", "status": check.status, "units": 0,
            "latency_ms": check.latency_ms, "attempt": 1, "error_message": check.error, "fetched_at": check.fetched_at,
-           "replayed": False, "billing": "known" if answered else "unknown", "service": service_in_use()}
+           "replayed": False, "billing": "known" if answered else "unknown"}
     run.store.land("api_calls", pl.DataFrame([row]), run.run_id)

@@ -57,8 +57,8 @@ def test_a_refused_key_is_refused_by_one_free_call_before_prefect_starts(service
     assert specs["stop_reason"].startswith("401 User with this API key was not found"), specs
     assert "refused the key" in summary["message"]
     assert [(c["endpoint"], c["status"]) for c in service().journal() if c["key"] == "test_unknown"] == [("/specs", 401)]
-    assert read(db_path, "SELECT endpoint, vin, status, units, billing FROM api_calls") == [
-        ("/specs", None, 401, 0, "known")]
+    assert read(db_path, "SELECT endpoint, vin, status, units, billing, service FROM api_calls") == [
+        ("/specs", None, 401, 0, "known", service().url)]
     assert read(db_path, "SELECT status, units_used FROM runs") == [("partial", 0)]
     assert read(db_path, "SELECT status, count(*), min(reason) FROM vin_status WHERE dataset = 'specs' GROUP BY ALL") \
         == [("pending", 12, specs["stop_reason"])]
@@ -67,7 +67,8 @@ def test_a_refused_key_is_refused_by_one_free_call_before_prefect_starts(service
 def test_a_usable_keys_check_is_one_free_call_in_the_ledger(service, fleet_file, db_path, capsys, read):
     code, summary = refresh(service, "keycheck_ok_5d2", fleet_file(6), db_path, capsys)
     assert code == 0 and summary["datasets"]["specs"]["found"] + summary["datasets"]["specs"]["no_data"] == 6
-    assert read(db_path, "SELECT status, units, error_message FROM api_calls WHERE vin IS NULL") == [(400, 0, "KeyAccepted")]
+    assert read(db_path, "SELECT status, units, error_message, service = (SELECT service FROM runs) FROM api_calls "
+                         "WHERE vin IS NULL") == [(400, 0, "KeyAccepted", True)]  # the run's, as every call says
     assert read(db_path, "SELECT sum(failed_calls) FROM units_by_month") == [(0,)]  # the check's 400 is no failure
     assert read(db_path, "SELECT sum(units) FROM api_calls") == [(summary["units"],)]
 
