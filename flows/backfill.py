@@ -278,10 +278,11 @@ def _run_flow(args: argparse.Namespace, datasets: list[str] | None, run_id: str,
     try:
         with cancel_on_signals(run_id, started=False) as signals:  # before the flow: ends the command at once
             # Re-parsing calls nothing, so it needs no service (and starts no sandbox).
+            from .commands import prefect_api_answers, start_prefect
+
+            prefect_api_answers()  # a standing Prefect server named and down: one line now, before any call
             target = contextlib.nullcontext() if args.reparse else service_settings()
             with target:
-                from .commands import start_prefect
-
                 start_prefect(args.verbose)
                 signals.started = True
                 with bars or contextlib.nullcontext():

@@ -131,6 +131,7 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
             # --dask, once the cluster is known to work: one that cannot is refused before any call). Not for a plan
             # --max-units refuses: that calls nothing.
             check = preview.summary["status"] != "refused"
+            prefect_api_answers()  # a standing Prefect server named and down: one line now, before any call
             with service_settings() as service:
                 if check and not options.dask and (refused := _refused_key(service, run_id, fleet, args, options)):
                     return refused
@@ -189,6 +190,27 @@ def _answer_without_calls(fleet: IngestResult, args: argparse.Namespace, options
     from fleet_data.tasks.steps.refresh_steps import answer_without_calls
 
     return answer_without_calls(current(run_id), fleet, args.paths, options)
+
+
+def prefect_api_answers() -> None:
+    """Raise CommandError (exit 2) when PREFECT_API_URL names a server that gives no answer at all: said in one
+    line, before anything is called or recorded, instead of Prefect's retries and a traceback. Any HTTP answer
+    counts (Prefect Cloud asks for its key): only a server that is not there is refused."""
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if not url:
+        return  # fleet starts Prefect's server itself
+    import httpx
+
+    shown = str(httpx.URL(url).copy_with(userinfo=b""))  # never a password the URL may carry
+    try:
+        with httpx.Client(timeout=httpx.Timeout(10.0, connect=5.0)) as client:
+            client.get(url.rstrip("/") + "/health")
+    except httpx.HTTPError as exc:
+        raise CommandError(f"the Prefect API at {shown} (PREFECT_API_URL) does not answer ({type(exc).__name__}): "
+                           "start that server, or unset PREFECT_API_URL and fleet starts one of its own; "
+                           "nothing was called") from None
 
 
 def start_prefect(verbose: bool = False) -> None:

@@ -214,3 +214,31 @@ def test_a_path_gone_mid_run_is_one_line_without_prefect_tracebacks(fault, servi
     # What Prefect logged of it reached no terminal handler (caplog's sits beside Prefect's console handler).
     shown = [r for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("prefect")]
     assert shown == [], [r.getMessage() for r in shown]
+
+
+def test_a_prefect_server_named_and_down_is_one_line_before_any_call(fleet, tmp_path):
+    """Issue 28: PREFECT_API_URL naming a server that is not there ended in "this is a bug" after 12 s of
+    Prefect's retries. It is now one line (exit 2) before the service is asked anything."""
+    import json
+    import socket
+
+    from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
+
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with run_sandbox(SandboxConfig(journal=True)) as sandbox:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "VDS_", "FLEET_"))} | {
+            "PYTHONPATH": str(ROOT), "VDS_API_KEY": "prefect_down_key", "VDS_BASE_URL": sandbox.url,
+            "PREFECT_API_URL": f"http://user:s3cret@127.0.0.1:{port}/api"}
+        done = subprocess.run([sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db",
+                               str(tmp_path / "fleet.duckdb"), "--lake", "", "--json"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+        called = sandbox.count(key="prefect_down_key")
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stdout[-2000:] + done.stderr[-3000:]
+    error = json.loads(lines[0])["error"]
+    assert error["kind"] == "usage" and f"127.0.0.1:{port}/api (PREFECT_API_URL) does not answer" in error["message"]
+    assert "s3cret" not in done.stdout + done.stderr
+    assert called == 0  # nothing was asked, not even the key check
