@@ -39,6 +39,7 @@ SAFETY = (
     ("title brand", "new-title-brands", "New title brands", f"vehicles whose title got a brand in the last {NEW_BRAND_DAYS} days"),
 )
 # The headline figure that is NULL when no vehicle was asked for a card's dataset (sql/queries/report_headline.sql).
+NEVER_ASKED = "; no vehicle was checked for it yet"  # a card whose figure is unknown (KNOWN_BY): why it shows "–"
 KNOWN_BY = {"park-now": "vehicles_to_park", "park-outside": "vehicles_to_park", "stolen-now": "stolen_vehicles",
             "active-liens": "active_lien_vehicles", "new-title-brands": "title_branded_vehicles"}
 
@@ -108,8 +109,10 @@ def _safety_section(data: ReportData, page: Page) -> str:
              "active-liens": liens + _checked(h, "lien_theft_checked")}
     # Unknown is not zero: a category whose dataset no vehicle was asked for shows "–" (the headline's NULL).
     unknown = {card_id for card_id, figure in KNOWN_BY.items() if h.get(figure) is None}
+    # Nor are its detail's counts: "0 with any theft record" of a fleet never checked would read as a clean bill.
     cards = "".join(_card(label, card_id, None if card_id in unknown else counts.get(category, 0),
-                          meaning + extra.get(card_id, ""), alert=bool(counts.get(category)))
+                          meaning + (NEVER_ASKED if card_id in unknown else extra.get(card_id, "")),
+                          alert=bool(counts.get(category)))
                     for category, card_id, label, meaning in SAFETY)
     title = f"Safety first: what needs doing now ({_count(todo.height)})"
     if not todo.height:

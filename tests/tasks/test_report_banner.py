@@ -51,3 +51,20 @@ def test_the_banner_says_which_service_the_data_came_from(tmp_path):
                       r'<div class="service-banner alert" id="service-banner" role="note" '
                       r'data-services="embedded sandbox">Made-up data: all 2 answers[^<]*</div></div>\n', page)
     assert shown, "the banner is not the first thing the page shows"
+
+
+def test_a_safety_card_never_checked_shows_no_count_not_even_in_its_detail(tmp_path):
+    """A fleet whose lien/theft was never asked: the stolen and lien cards show "–", and their detail said
+    "0 with any theft record" and "0 with any lien record" beside it, a clean bill nobody gave."""
+    db = tmp_path / "fleet.duckdb"
+    with open_database(db) as store:
+        store.land("vehicles", pl.DataFrame({"vin": VINS}), "roster")
+        answer(store, "r1", REAL, VINS, NOW)  # specs only
+    publish_file(db)
+    out = tmp_path / "report.html"
+    assert main(["report", "--db", str(db), "--out", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    for card in ("stolen-now", "active-liens"):
+        shown = re.search(rf'id="{card}" data-value="">–</div><div class="detail">([^<]*)</div>', page)
+        assert shown, card
+        assert "with any" not in shown.group(1) and "no vehicle was checked for it yet" in shown.group(1), shown.group(1)
