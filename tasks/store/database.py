@@ -193,17 +193,6 @@ def discover_migrations(directory: Path) -> list[Migration]:
     return found
 
 
-_DEFINED = re.compile(r"^CREATE OR REPLACE (?:VIEW|MACRO) (\w+)", re.MULTILINE | re.IGNORECASE)
-
-
-def _fingerprint(view_texts: list[str]) -> str:
-    """What the views and their descriptions are made from: the view files, the dictionary, DuckDB's version."""
-    digest = hashlib.sha256(duckdb.__version__.encode())
-    for text in [*view_texts, *(p.read_text(encoding="utf-8") for p in sorted(dictionary.DICTIONARY_DIR.glob("*.toml")))]:
-        digest.update(b"\0" + text.encode())
-    return digest.hexdigest()
-
-
 _registry: dict[str, "Database"] = {}
 _registry_lock = threading.Lock()
 
@@ -211,11 +200,8 @@ _registry_lock = threading.Lock()
 class Database:
     """One DuckDB connection for this process; migrations applied on open."""
 
-    def __init__(self, path: str | Path, migrations_dir: Path | None = None, views_dir: Path | None = None,
-                 described: bool = True):
-        """`described`: the dictionary's descriptions written as comments (False: a scratch database to plan in)."""
+    def __init__(self, path: str | Path, migrations_dir: Path | None = None, views_dir: Path | None = None):
         self.path = str(path)
-        self.described = described
         self._lock = threading.RLock()
         self._users = 1
         self._columns: dict[str, list[str]] = {}
@@ -324,43 +310,15 @@ class Database:
                     self._rollback()
                     raise DatabaseError(f"migration {migration.path.name} failed: {exc}") from exc
                 applied.append(migration.version)
-            if applied and self.described:
-                dictionary.apply(self.connection)  # every table and column described (sql/dictionary/)
+            dictionary.apply(self.connection)  # every table and column described (sql/dictionary/)
             return applied
 
     def create_views(self, directory: Path) -> None:
-        """The views and macros of `directory`, described; skipped when this database has them, made from the same
-        files by the same DuckDB, and no migration ran (table `schema_views`)."""
         with self._lock:
-            texts = [path.read_text(encoding="utf-8") for path in sorted(directory.glob("*.sql"))]
-            fingerprint = _fingerprint(texts)
-            tracked = bool(self._rows("SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() "
-                                      "AND schema_name = 'main' AND table_name = 'schema_views'"))  # since 0019
-            if tracked and not self.applied and self._has_views(texts, fingerprint):
-                return
-            for text in texts:
-                for statement in _statements(text):
+            for path in sorted(directory.glob("*.sql")):
+                for statement in _statements(path.read_text(encoding="utf-8")):
                     self._run(statement)
-            if self.described:
-                dictionary.apply(self.connection)  # a re-created view has lost its comments
-            if not tracked:
-                return
-            self._run("BEGIN TRANSACTION")
-            self._run("DELETE FROM schema_views")
-            self._run("INSERT INTO schema_views (fingerprint) VALUES ($f)", {"f": fingerprint})
-            self._run("COMMIT")
-
-    def _has_views(self, texts: list[str], fingerprint: str) -> bool:
-        """Whether the views and macros `texts` define are all here, made from the same files (a user who dropped
-        one gets it back)."""
-        if self._rows("SELECT fingerprint FROM schema_views") != [(fingerprint,)]:
-            return False
-        defined = {name for text in texts for name in _DEFINED.findall(text)}
-        present = {name for (name,) in self._rows(
-            "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND NOT internal "
-            "UNION ALL SELECT function_name FROM duckdb_functions() WHERE database_name = current_database() "
-            "AND function_type IN ('macro', 'table_macro') AND NOT internal")}
-        return defined <= present
+            dictionary.apply(self.connection)  # a re-created view has lost its comments
 
     def schema_version(self) -> int:
         rows = self._rows("SELECT max(version) FROM schema_migrations")
