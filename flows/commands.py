@@ -17,6 +17,7 @@ from fleet_data.tasks.exitcodes import CANCELLED
 
 if TYPE_CHECKING:
     from fleet_data.connectors.config import Settings
+    from fleet_data.tasks.run.context import RunContext
     from fleet_data.tasks.control import progress
     from fleet_data.tasks.control.resources import Watch
     from fleet_data.tasks.ingest.fleet_files import IngestResult
@@ -64,7 +65,10 @@ def run_refresh(args: argparse.Namespace) -> int:
         return session
     with session:
         _room_to_run(session.context.watch, options)
-        outcome = _refresh_holding_lock(args, options, run_id, fleet)
+        try:
+            outcome = _refresh_holding_lock(args, options, run_id, fleet)
+        finally:
+            _key_check_in_ledger(session.context)
     # Said once the session has ended: its last publish can still halt the run (its lock or store gone, the
     # disk full), which then ends in one error line, never after a summary that said it completed.
     if isinstance(outcome, int):
@@ -133,15 +137,8 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
             check = preview.summary["status"] != "refused"
             prefect_api_answers()  # a standing Prefect server named and down: one line now, before any call
             with service_settings() as service:
-                if check and not options.dask and (refused := _refused_key(service, run_id, fleet, args, options)):
+                if (refused := _start_calling(service, check, run_id, fleet, args, options)) is not None:
                     return refused
-                start_prefect(args.verbose)
-                if options.dask:  # its workers run this fleet-data and reach this Prefect: checked before any call
-                    from .fetchers import check_cluster_at
-
-                    check_cluster_at(options.dask, options.staging)
-                    if check and (refused := _refused_key(service, run_id, fleet, args, options)):
-                        return refused
                 from .refresh import refresh_fleet  # imports Prefect: only once the files are known to be usable
 
                 signals.started = True
@@ -167,6 +164,36 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
 
         raise ResourceLost(summary["message"], summary["failure"])
     return summary
+
+
+def _start_calling(service: Settings, check: bool, run_id: str, fleet: IngestResult, args: argparse.Namespace,
+                   options: RefreshOptions) -> dict[str, Any] | None:
+    """The key check (`check`), Prefect started and a Dask cluster checked, in that order; the run's summary if
+    the key was refused (with --dask the cluster first: one that cannot fetch is refused before any call)."""
+    if check and not options.dask and (refused := _refused_key(service, run_id, fleet, args, options)):
+        return refused
+    start_prefect(args.verbose)
+    if options.dask:  # its workers run this fleet-data and reach this Prefect: checked before any call
+        from .fetchers import check_cluster_at
+
+        check_cluster_at(options.dask, options.staging)
+        if check and (refused := _refused_key(service, run_id, fleet, args, options)):
+            return refused
+    return None
+
+
+def _key_check_in_ledger(run: RunContext) -> None:
+    """The key check of a run never recorded (stopped or failed before its flow started): its call goes in the
+    ledger all the same, as every call does. Best effort: what ended the command is what it says."""
+    if run.key_check is None:
+        return
+    from fleet_data.tasks.steps.refresh_steps import record_key_check
+
+    try:
+        record_key_check(run, run.key_check)
+    except Exception:  # noqa: BLE001 - a store that failed the run may fail this too; the run's error is what counts
+        return
+    run.key_check = None
 
 
 def _refused_key(service: Settings, run_id: str, fleet: IngestResult, args: argparse.Namespace,

@@ -39,7 +39,8 @@ class RunCancelled(BaseException):
     """A stop signal arrived before the run started (BaseException: nothing may swallow it on the way out)."""
 
     def __init__(self, signum: int):
-        super().__init__(f"{signal.Signals(signum).name} before the run started: nothing was called")
+        super().__init__(f"{signal.Signals(signum).name} before the run started: nothing was bought (no VIN was "
+                         "asked about)")
         self.signum = signum
 
 

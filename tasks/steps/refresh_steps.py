@@ -198,5 +198,5 @@ def record_key_check(run: RunContext, check: KeyCheck) -> None:
     answered = check.status is not None
     row = {"call_id": check.call_id, "endpoint": KEY_CHECK_PATH, "method": "GET", "status": check.status, "units": 0,
            "latency_ms": check.latency_ms, "attempt": 1, "error_message": check.error, "fetched_at": check.fetched_at,
-           "replayed": False, "billing": "known" if answered else "unknown"}
+           "replayed": False, "billing": "known" if answered else "unknown", "service": service_in_use()}
     run.store.land("api_calls", pl.DataFrame([row]), run.run_id)

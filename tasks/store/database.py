@@ -604,6 +604,8 @@ def _stamped(chunk: pa.Table, run_id: str, stamp: datetime, provenance: tuple[in
     for name, value in stamps.items():
         if name != "run_id" and name not in (columns or ()):
             continue
+        if name == "service" and service is None and name in names:
+            continue  # a run not recorded (yet): a row that says its service keeps it
         column = pa.repeat(value, rows)
         chunk = chunk.set_column(names.index(name), name, column) if name in names else chunk.append_column(name, column)
         names = chunk.column_names

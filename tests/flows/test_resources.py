@@ -48,7 +48,8 @@ def slow_sandbox():
 class Run:
     """`fleet refresh --json` in a child process; its output in files (a full pipe would stall it)."""
 
-    def __init__(self, fleet: str, db: str, sandbox: Sandbox, key: str, logs: Path, env: dict | None = None):
+    def __init__(self, fleet: str, db: str, sandbox: Sandbox, key: str, logs: Path, env: dict | None = None,
+                 options: list[str] = OPTIONS):
         from prefect.settings import PREFECT_API_URL
 
         logs.mkdir(parents=True, exist_ok=True)
@@ -56,7 +57,7 @@ class Run:
         environment = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": key, "PYTHONPATH": str(ROOT),
                        "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false",
                        **(env or {})}
-        command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet, "--db", db, *OPTIONS]
+        command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet, "--db", db, *options]
         with self.out.open("wb") as out, self.err.open("wb") as err:
             self.process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=out, stderr=err)
 
@@ -162,8 +163,8 @@ def test_a_disk_that_fills_stops_the_run_and_nothing_is_paid_twice(slow_sandbox,
     assert _rows(db, "SELECT status FROM runs ORDER BY started_at") == [("failed",), ("completed",)]
 
 
-def _started(db: str, sandbox: Sandbox, key: str, logs: Path, fleet: str) -> Run:
-    run = Run(fleet, db, sandbox, key, logs)
+def _started(db: str, sandbox: Sandbox, key: str, logs: Path, fleet: str, options: list[str] = OPTIONS) -> Run:
+    run = Run(fleet, db, sandbox, key, logs, options=options)
     _wait_for(lambda: _paid(sandbox, key) >= 6, run, "6 paid calls")
     return run
 
@@ -188,11 +189,13 @@ def test_a_working_store_deleted_mid_run_stops_it_without_publishing(slow_sandbo
 
 def test_a_second_run_let_in_by_a_deleted_lock_file_is_busy(slow_sandbox, tmp_path):
     fleet = tmp_path / "fleet.csv"
-    # Enough VINs (some 800 calls, 16 s at 40 ms two at a time) that the first run is still calling when its
-    # lock goes, however slowly this test gets to act on a busy machine; it stops at its next chunk.
+    # The first run looks at its lock before each chunk: one chunk per dataset of 480 VINs (some 10 s at 40 ms a
+    # call, two at a time) keeps it calling, and holding the store, while the second run starts on a busy machine.
     sample_rows(480).write_csv(fleet)
     db = tmp_path / "fleet.duckdb"
-    first = _started(str(db), slow_sandbox, "lock_deleted", tmp_path / "first", str(fleet))
+    long_chunks = [*OPTIONS[:OPTIONS.index("--chunk-size")], "--chunk-size", "480",
+                   *OPTIONS[OPTIONS.index("--chunk-size") + 2:]]
+    first = _started(str(db), slow_sandbox, "lock_deleted", tmp_path / "first", str(fleet), long_chunks)
     try:
         published = db.read_bytes(), db.stat().st_ino
         Path(str(db) + ".lock").unlink()
