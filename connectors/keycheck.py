@@ -19,7 +19,7 @@ import httpx
 
 from . import errors as e
 from .config import DEFAULT_TIMEOUT, Settings
-from .redact import redact_echo, redact_text
+from .redact import guard_loggers, redact_echo, redact_text
 
 PATH = "/specs"
 KEY_ACCEPTED = "KeyAccepted"  # the ledger's `error_message` for a check the key passed: its 400 is no failed call
@@ -37,13 +37,10 @@ class KeyCheck:
     latency_ms: float
     fetched_at: datetime
 
-    @property
-    def verdict(self) -> bool:
-        return self.refused is not None
-
 
 def check_key(settings: Settings) -> KeyCheck:
     """Ask once; a refusal of the key is in `refused`. Never raises for what the service or the network did."""
+    guard_loggers(settings.api_key)  # the command's first call: httpx logs its request line, `?key=` and all
     url = (settings.base_url or "").rstrip("/") + PATH
     started, at = time.perf_counter(), datetime.now(timezone.utc)
     timeout = httpx.Timeout(connect=DEFAULT_TIMEOUT.connect, read=10.0, write=10.0, pool=10.0)

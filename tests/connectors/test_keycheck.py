@@ -20,7 +20,7 @@ def sandbox():
 
 def test_a_usable_key_gets_a_free_validation_answer(sandbox):
     check = check_key(Settings(api_key="keycheck_good_1", base_url=sandbox.url))
-    assert (check.status, check.refused, check.verdict) == (400, None, False)
+    assert (check.status, check.refused) == (400, None)
     assert check.error == "KeyAccepted"  # as the call ledger names it: not a failed call
     assert sandbox.count(key="keycheck_good_1") == 1 and sandbox.units("keycheck_good_1") == 0
 
@@ -48,3 +48,15 @@ def test_a_failing_service_or_none_at_all_is_no_verdict():
     check = check_key(Settings(api_key="sk-secret-keycheck", base_url=f"http://127.0.0.1:{port}"))
     assert (check.status, check.refused, check.error) == (None, None, "ConnectError"), check
     assert "sk-secret-keycheck" not in (check.error or "")
+
+
+def test_the_key_stays_out_of_the_http_libraries_logs(sandbox, caplog):
+    """The check is the command's first call, before any client guarded the HTTP loggers: httpx logged the
+    request line, key and all, at INFO."""
+    import logging
+
+    secret = "sk-live-keycheck-LOGGED-4f1e"
+    with caplog.at_level(logging.DEBUG):
+        check_key(Settings(api_key=secret, base_url=sandbox.url))
+    assert "/specs" in caplog.text  # the request was logged...
+    assert secret not in caplog.text  # ...without the key
