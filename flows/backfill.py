@@ -51,6 +51,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from prefect import flow
 
+    from fleet_data.tasks.control.prefect_api import watched
     from fleet_data.tasks.run.context import holds_run_lock
     from fleet_data.tasks.control.signals import cancellable
 
@@ -59,7 +60,8 @@ def __getattr__(name: str) -> Any:
     kind = "reparse" if name == "reparse_raw_responses" else "backfill"
     # Named after its run id, tagged, linked, recorded `failed` if it raises: as the refresh (flows/naming.py).
     built = flow(**_FLOWS[name], flow_run_name=run_name)(
-        as_flow_run(holds_run_lock(kind)(records_failure(cancellable(globals()[f"_{name}"]))), needs_key=kind == "backfill"))
+        as_flow_run(holds_run_lock(kind)(records_failure(cancellable(watched(globals()[f"_{name}"])))),
+                    needs_key=kind == "backfill"))
     globals()[name] = built
     return built
 
@@ -274,6 +276,8 @@ def _run_flow(args: argparse.Namespace, datasets: list[str] | None, run_id: str,
     from fleet_data.tasks.outputs.summary import report
     from fleet_data.tasks.store.database import DatabaseError
 
+    from .commands import lost_service
+
     bars = progress.for_stderr(args.json)  # bars on a terminal, plain lines in a log, none with --json
     try:
         with cancel_on_signals(run_id, started=False) as signals:  # before the flow: ends the command at once
@@ -303,9 +307,17 @@ def _run_flow(args: argparse.Namespace, datasets: list[str] | None, run_id: str,
         return CANCELLED
     except (DatabaseError, ValueError) as exc:
         return _fail(str(exc))
+    except Exception as exc:
+        if (lost := lost_service(run_id)) is None:
+            raise
+        raise lost from exc  # Prefect's end of a run whose server was lost failed too: the loss is what is said
     finally:
         progress.use(progress.Silent())
-    report(summary, args.json)
+    if summary.get("failure") or (lost := lost_service(run_id)) is None:
+        report(summary, args.json)
+    else:
+        raise lost  # Prefect's API lost as the run ended: recorded, not reported there
+
     return exit_code(summary)
 
 

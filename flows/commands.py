@@ -157,13 +157,33 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
         if is_disk_full(exc):
             raise  # the machine's fault, not the input's: flows/cli.py says so, with its own exit code
         raise CommandError(str(exc)) from None
+    except Exception as exc:
+        if (lost := lost_service(run_id)) is None:
+            raise
+        raise lost from exc  # Prefect's end of a run whose server was lost failed too: the loss is what is said
     finally:
         progress.use(progress.Silent())
-    if summary.get("failure"):  # halted for its resources (a full disk, its store or lock gone): one line, its code
-        from fleet_data.tasks.control.resources import ResourceLost
+    return _unless_halted(summary, run_id)
 
+
+def _unless_halted(summary: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The run's summary, or, halted, its one line and code (a full disk, its store or lock gone, a service lost)."""
+    from fleet_data.tasks.control.resources import ResourceLost
+
+    if summary.get("failure"):
         raise ResourceLost(summary["message"], summary["failure"])
+    if (lost := lost_service(run_id)) is not None:  # Prefect's API lost as the run ended: recorded, not reported there
+        raise lost
     return summary
+
+
+def lost_service(run_id: str) -> BaseException | None:
+    """The run's halt for a service lost (tasks/control/services.py), if it was halted so: what ends the command then,
+    whatever Prefect raised afterwards (its flow run's end, sent to the lost server, fails too)."""
+    from fleet_data.tasks.control.resources import SERVICE_LOST, ResourceLost, halted
+
+    halt = halted(run_id)
+    return ResourceLost(halt[1], halt[0]) if halt and halt[0] == SERVICE_LOST else None
 
 
 def _start_calling(service: Settings, check: bool, run_id: str, fleet: IngestResult, args: argparse.Namespace,

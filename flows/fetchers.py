@@ -35,9 +35,14 @@ import os
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from prefect.futures import PrefectFuture
+
+from fleet_data.tasks.control.resources import SERVICE_LOST, ResourceLost
+from fleet_data.tasks.control import quiet
+from fleet_data.tasks.control.services import AGAIN, INTERVAL, ServiceWatch
 
 from fleet_data.tasks.errors import UsageError
 from fleet_data.tasks.control import progress
@@ -78,6 +83,10 @@ class Fetchers:
                 api_url = self._stack.enter_context(api_for_workers())
                 self._runner = self._stack.enter_context(DaskTaskRunner(address=self.dask))
                 check_cluster(self._runner.client, self.dask, api_url, self._access)  # the client connects here
+                quiet.hide_lost_connections("distributed.client")  # its scheduler lost: said once, as exit code 9
+                watch = ClusterWatch(self.run_id, self.dask, self._runner.client)  # lost mid-run: the run halts
+                watch.start()
+                self._stack.callback(watch.stop)
             except (OSError, TimeoutError) as exc:
                 self._stack.close()
                 raise ClusterError(unreachable(self.dask, exc)) from None
@@ -92,6 +101,18 @@ class Fetchers:
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
+
+    def result(self, future: PrefectFuture) -> dict[str, Any]:
+        """What a fetch task staged; a Dask scheduler or its workers lost under it raise the run's halt
+        (ResourceLost, SERVICE_LOST: exit code 9), never a bug."""
+        try:
+            return future.result()
+        except Exception as exc:
+            if not (self.dask and cluster_lost(exc)):
+                raise
+            quiet.silence("distributed")
+            raise ResourceLost(ClusterWatch.lost_line(self.dask, datetime.now(timezone.utc), type(exc).__name__),
+                               SERVICE_LOST) from exc
 
     def submit(self, dataset: str, due_path: str | None, offset: int, length: int, concurrency: int,
                budget: int | None) -> PrefectFuture:
@@ -194,6 +215,43 @@ def check_cluster_at(address: str, staging: str | None = None) -> None:
             check_cluster(client, address, api_url, access)
     except (OSError, TimeoutError) as exc:
         raise ClusterError(unreachable(address, exc)) from None
+
+
+# What distributed raises for a task whose scheduler went away, or whose workers kept dying under it.
+_CLUSTER_LOST = frozenset({"FutureCancelledError", "CommClosedError", "KilledWorker"})
+
+
+def cluster_lost(exc: BaseException) -> bool:
+    return any(kind.__name__ in _CLUSTER_LOST for kind in type(exc).__mro__)
+
+
+class ClusterWatch(ServiceWatch):
+    """The Dask cluster, asked how many worker threads it has: no answer, or none, `MISSES` times in a row is a
+    cluster lost (a task waiting for a worker would wait for ever)."""
+
+    name = "dask-watch"
+    NO_WORKERS = "no worker left"
+
+    def __init__(self, run_id: str, address: str, client: Any):
+        super().__init__(run_id)
+        self.address, self.client = address, client
+
+    def probe(self) -> None:
+        if not self.client.nthreads(callback_timeout=INTERVAL):
+            raise LookupError(self.NO_WORKERS)
+
+    def line(self, since: datetime, why: str) -> str:
+        return self.lost_line(self.address, since, why)
+
+    def on_lost(self) -> None:
+        quiet.silence("distributed")
+
+    @classmethod
+    def lost_line(cls, address: str, since: datetime, why: str) -> str:
+        what = ("every worker of the Dask cluster at {} is gone" if why == cls.NO_WORKERS
+                else "the Dask scheduler at {} stopped answering").format(address)
+        return (f"{what} (since {since:%H:%M:%S} UTC: {' '.join(why.split())[:160]}): the run stopped calling; what the "
+                f"workers fetched lands at the next run on their machines; {AGAIN}")
 
 
 def unreachable(address: str, exc: BaseException) -> str:

@@ -14,10 +14,18 @@ import time
 from typing import Any, Generic, TypeVar
 
 from fleet_data.tasks.control.signals import cancelled
+from fleet_data.tasks.control.resources import SERVICE_LOST, halted
 from fleet_data.tasks.settings import deadline_settings
 
 POLL = 0.25  # seconds
 T = TypeVar("T")
+
+
+def _service_lost(run_id: str) -> bool:
+    """Halted because a service it depends on is gone (tasks/control/services.py): a chunk on a cluster that lost
+    its workers never comes back, so it gets the same deadline as after a stop."""
+    halt = halted(run_id)
+    return halt is not None and halt[0] == SERVICE_LOST
 
 
 class InFlight(Generic[T]):
@@ -42,7 +50,7 @@ class InFlight(Generic[T]):
     def next(self) -> tuple[Any, T] | None:
         """The next future to finish with its tag; None once the run is stopped and its deadline passed."""
         while self._tags:
-            if self._stop_by is None and cancelled(self.run_id):
+            if self._stop_by is None and (cancelled(self.run_id) or _service_lost(self.run_id)):
                 self._stop_by = time.monotonic() + deadline_settings().stop_seconds
             wait = POLL if self._stop_by is None else min(POLL, max(0.0, self._stop_by - time.monotonic()))
             try:

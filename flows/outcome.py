@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleet_data.tasks.exitcodes import BUG, BY_STATUS, NO_SPACE, REFUSED, STORE_LOST
-
-BY_FAILURE = {"no_space": NO_SPACE, "store_lost": STORE_LOST}  # a run halted for its resources (tasks/control/resources.py)
+from fleet_data.tasks.control.resources import CODES as BY_FAILURE  # a run halted for its resources or a service lost
+from fleet_data.tasks.exitcodes import BUG, BY_STATUS, REFUSED
 
 # Refusals of the key itself (401 unknown or inactive, 403 blocked or not entitled): running again changes
 # nothing until someone fixes the key. A 402 or 429 clears with credits or a new month: that is partial.

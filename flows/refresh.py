@@ -7,8 +7,10 @@ model (`--recall-details model`), they come last: they group VINs by the specs' 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from prefect import flow
@@ -21,7 +23,8 @@ from fleet_data.flows.processes import die_with_parent_process
 from fleet_data.tasks.datasets import LiveNames, names
 from fleet_data.tasks.plan.due import Plan, declaration
 from fleet_data.tasks.settings import RefreshOptions
-from fleet_data.tasks.control.resources import halted
+from fleet_data.tasks.control.prefect_api import watched
+from fleet_data.tasks.control.resources import SERVICE_LOST, ResourceLost, halt, halted
 from fleet_data.tasks.control.stops import CANCELLED, for_run
 from fleet_data.tasks.run.context import current, holds_run_lock, new_run_id
 from fleet_data.tasks.control.signals import cancellable, cancelled
@@ -82,12 +85,16 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
             for dataset, length in running.leave():
                 _leave_pending(summary["datasets"][dataset], length)
             return
-        future, (dataset, _) = finished
-        staged = future.result()
+        future, (dataset, length) = finished
+        staged = _staged(fetchers, future)
+        if staged is None:  # a service lost under it: its journal stays where the next run finds it
+            _leave_pending(summary["datasets"][dataset], length, _stopped(fetchers.run_id) or CANCELLED)
+            continue
         record_chunk(summary["datasets"][dataset], chunk_counts(staged))
         fill(dataset)  # the next chunk fetches while this one lands
         if not cancelled(fetchers.run_id):  # stopped: the answers stay journalled; the next run lands them
-            fetchers.land(dataset, staged)
+            with service_lost(fetchers.run_id):  # not landed: the staged file stays for the next run
+                fetchers.land(dataset, staged)
         for waiting in lanes:  # the history's last chunk landed: the valuations start
             fill(waiting)
 
@@ -96,6 +103,25 @@ def _leave_pending(counts: dict[str, Any], length: int, reason: str = CANCELLED)
     """A chunk not fetched (or not waited for): not failed, due again next run."""
     counts["pending"] += length
     counts["stop_reason"] = counts["stop_reason"] or reason
+
+
+@contextlib.contextmanager
+def service_lost(run_id: str) -> Iterator[None]:
+    """A service the run depends on lost under a chunk (tasks/control/services.py): the run is halted, not ended
+    here; the chunks still out come back or are left, and the run ends failed with the reason (exit code 9)."""
+    try:
+        yield
+    except ResourceLost as exc:
+        if exc.kind != SERVICE_LOST:
+            raise
+        halt(run_id, exc.reason, exc.kind)
+
+
+def _staged(fetchers: Fetchers, future: Any) -> dict[str, Any] | None:
+    """What a fetch task staged; None when a service it depends on was lost (the run is halted then)."""
+    with service_lost(fetchers.run_id):
+        return fetchers.result(future)
+    return None
 
 
 def _stopped(run_id: str) -> str | None:
@@ -126,6 +152,7 @@ def refresh_fleet(paths: list[str], options: RefreshOptions | None = None, run_i
 @holds_run_lock("refresh")  # one run at a time, also when served or run by a worker
 @records_failure  # a run that raises is recorded `failed`, not left `running`
 @cancellable  # inside the flow run, where Prefect has put its own SIGTERM handler: ours comes after
+@watched  # the Prefect server it reports to: lost, the run is halted (tasks/control/prefect_api.py)
 def _refresh(paths: list[str], options: RefreshOptions, run_id: str) -> dict[str, Any]:
     # This process's calls; fetch tasks elsewhere get it from the flow (flows/fetchers.py, FetchAccess).
     for_run(run_id).window.seconds = options.retry_window

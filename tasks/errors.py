@@ -20,7 +20,7 @@ nothing of `fleet`.
     │   ├── DatabaseBusy             another process holds the working store
     │   └── DatabaseUnusable      2  (above)
     ├── RunLocked                75  busy: tasks/run/lock.py, another live run holds the database
-    ├── ResourceLost            6, 7  no_space / store_lost: tasks/control/resources.py, by its `kind`
+    ├── ResourceLost         6, 7, 9  no_space / store_lost / service_lost: tasks/control/resources.py, by its `kind`
     ├── OutOfMemory               8  no_memory: tasks/control/memory.py
     └── Stopped                   1  tasks/control/stops.py: a call not started; caught inside the run
 

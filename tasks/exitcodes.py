@@ -1,6 +1,6 @@
 """What every `fleet` command's exit code means: one table, read by cron, Prefect and the README.
 
-Codes 3-8 are the run's outcome when it ended without a usage error; 75 is the lock's (flows/locking.py).
+Codes 3-9 are the run's outcome when it ended without a usage error; 75 is the lock's (flows/locking.py).
 """
 
 from __future__ import annotations
@@ -17,12 +17,15 @@ NO_SPACE = 6  # a disk the run writes (store, staging, lake) was full or nearly:
 STORE_LOST = 7  # the working store or the lock file was deleted or replaced during the run: stopped, not published
 NO_MEMORY = 8  # not enough memory: the address-space limit is below what the command needs to start, or an
 # allocation was refused while reading, planning or landing the roster: one line, nothing paid is bought twice
+SERVICE_LOST = 9  # a service the run depends on stopped answering during it (the object store of --staging, the
+# Prefect API, the Dask scheduler or every worker): it stopped calling, landed what it had, ended `failed`
 BUSY = 75  # EX_TEMPFAIL: another run holds the database (see --wait), by our lock or by DuckDB's
 
 BY_STATUS = {"completed": COMPLETED, "planned": COMPLETED, "partial": PARTIAL, "refused": REFUSED,
              "cancelled": CANCELLED}
 KINDS = {USAGE: "usage", BUG: "bug", BUSY: "busy", REFUSED: "refused", PARTIAL: "partial", CANCELLED: "cancelled",
-         NO_SPACE: "no_space", STORE_LOST: "store_lost", NO_MEMORY: "no_memory"}  # an error's kind, as JSON names it
+         NO_SPACE: "no_space", STORE_LOST: "store_lost", NO_MEMORY: "no_memory",
+         SERVICE_LOST: "service_lost"}  # an error's kind, as JSON names it
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of the output went away (`fleet status | head -1`); ended quietly
 
 # Each code in the user's words, for `fleet --help` and the reference page (docs/reference/exit-codes.md):
@@ -47,6 +50,10 @@ MEANINGS: tuple[tuple[int, str, str], ...] = (
     (NO_MEMORY, "no_memory", "the address-space limit (`ulimit -v`) is below what `fleet` needs to start, or an "
                              "allocation was refused while reading the fleet, planning or landing the roster: one "
                              "line, nothing paid is bought twice"),
+    (SERVICE_LOST, "service_lost", "a service the run depends on stopped answering during it: the object store of "
+                                   "`--staging`, the Prefect API, the Dask scheduler or every worker. It stopped "
+                                   "calling, landed and published what it had and ended failed; what could not land "
+                                   "lands at the next run, nothing paid is bought twice"),
     (BUSY, "busy", "EX_TEMPFAIL: another refresh or backfill holds the database (our lock or DuckDB's); nothing "
                    "was started (`--wait` queues instead)"),
     (BROKEN_PIPE, "broken_pipe", "the reader of the output went away (`fleet status | head -1`): ended quietly"),

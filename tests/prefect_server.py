@@ -49,6 +49,13 @@ def prefect_server(home: Path | None = None) -> Iterator[dict[str, str]]:
     `home` is the server's PREFECT_HOME (a temporary folder, removed afterwards, if not given); its log is
     `server.log` there, and its tail is in the error should the server not start.
     """
+    with prefect_server_process(home) as (env, _):
+        yield env
+
+
+@contextlib.contextmanager
+def prefect_server_process(home: Path | None = None) -> Iterator[tuple[dict[str, str], subprocess.Popen]]:
+    """As `prefect_server`, with the server's process (its own session: `stop_group` stops it and its children)."""
     with contextlib.ExitStack() as stack:
         if home is None:
             home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fleet-prefect-server-")))
@@ -74,4 +81,4 @@ def prefect_server(home: Path | None = None) -> Iterator[dict[str, str]]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"prefect server did not answer /api/health in time:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.5)
-        yield {**env, "PREFECT_API_URL": api}
+        yield {**env, "PREFECT_API_URL": api}, process

@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = _main(arguments)
         sys.stdout.flush()  # here, not at exit: a reader that left is noticed where it can be handled
-        if argv is None and command_of(arguments) in RUNS and _signalled():  # a run's own process, stopped by a signal
+        # A run's own process, stopped by a signal, or whose Prefect API was lost (its exit would retry what Prefect
+        # still has to send, for minutes: tasks/control/prefect_api.py).
+        if argv is None and command_of(arguments) in RUNS and (_signalled() or _prefect_lost()):
             _end_now(code)
         return code
     except BrokenPipeError:
@@ -63,6 +65,11 @@ def _signalled() -> bool:
     """Whether a stop signal was handled in this process (no signal handler was set if its module never loaded)."""
     module = sys.modules.get("fleet_data.tasks.control.signals")
     return bool(module and module.signalled())
+
+
+def _prefect_lost() -> bool:
+    module = sys.modules.get("fleet_data.tasks.control.quiet")
+    return bool(module and module.is_prefect_lost())
 
 
 def _end_now(code: int) -> NoReturn:

@@ -13,7 +13,7 @@ import logging
 import sys
 
 from fleet_data.tasks.errors import FleetError, UsageError
-from fleet_data.tasks.exitcodes import BUG, KINDS, NO_MEMORY, NO_SPACE, STORE_LOST, USAGE
+from fleet_data.tasks.exitcodes import BUG, KINDS, NO_MEMORY, NO_SPACE, USAGE
 
 
 def print_error(message: str, code: int, as_json: bool) -> int:
@@ -32,7 +32,7 @@ def ended(exc: BaseException, command: str) -> tuple[int, str] | None:
 
     if isinstance(exc, UsageError):  # the user fixes it: checked first, whatever caused it
         return exc.code, str(exc)
-    machine = machine_fault(exc)  # a full disk, the store or lock gone, memory refused: exit 6, 7 or 8
+    machine = machine_fault(exc)  # a full disk, the store or lock gone, memory refused, a service lost: 6, 7, 8, 9
     if machine is not None:
         return machine
     if isinstance(exc, FleetError) and exc.code != BUG:
@@ -52,13 +52,13 @@ def bug(exc: BaseException, command: str) -> str:
 
 
 def machine_fault(exc: BaseException) -> tuple[int, str] | None:
-    """A fault of the machine, not a bug: (exit code, one line) for a full disk, a store or lock gone, or an
-    allocation refused; else None."""
+    """A fault of the machine, not a bug: (exit code, one line) for a full disk, a store or lock gone, an
+    allocation refused, or a service the run depends on lost; else None."""
     from fleet_data.tasks.control import memory
-    from fleet_data.tasks.control.resources import STORE_LOST as LOST, ResourceLost, full_disk_error
+    from fleet_data.tasks.control.resources import ResourceLost, full_disk_error
 
     if isinstance(exc, ResourceLost):
-        return (STORE_LOST if exc.kind == LOST else NO_SPACE), exc.reason
+        return exc.code, exc.reason
     if (allocation := memory.refused(exc)) is not None:  # an OutOfMemory, or an allocation refused anywhere
         return NO_MEMORY, memory.out_of_memory_line(allocation)
     refused = full_disk_error(exc)

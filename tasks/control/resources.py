@@ -29,19 +29,26 @@ from fleet_data.tasks import exitcodes
 from fleet_data.tasks.errors import FleetError
 from fleet_data.tasks.control import stops
 
-NO_SPACE, STORE_LOST = "no_space", "store_lost"  # the kinds of halt: each its exit code (tasks/exitcodes.py)
+# The kinds of halt, each with its exit code (tasks/exitcodes.py). A lost service (tasks/control/services.py) leaves
+# the store sound: that run still publishes what it landed.
+NO_SPACE, STORE_LOST, SERVICE_LOST = "no_space", "store_lost", "service_lost"
+CODES = {NO_SPACE: exitcodes.NO_SPACE, STORE_LOST: exitcodes.STORE_LOST, SERVICE_LOST: exitcodes.SERVICE_LOST}
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _FULL_WORDS = ("no space left on device", "disk quota exceeded")  # DuckDB's and Arrow's messages carry the OS's
 MB = 1024 * 1024
 
 
 class ResourceLost(FleetError):
-    """The run cannot go on with what the machine gave it; `kind` says what (NO_SPACE, STORE_LOST), and the code."""
+    """The run cannot go on with what the machine gave it; `kind` says what (NO_SPACE, STORE_LOST, SERVICE_LOST), and
+    the code."""
 
     def __init__(self, reason: str, kind: str = NO_SPACE):
         super().__init__(reason)
         self.reason, self.kind = reason, kind
-        self.code = exitcodes.STORE_LOST if kind == STORE_LOST else exitcodes.NO_SPACE
+        self.code = CODES[kind]
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:  # raised in a worker process, it reaches the flow whole
+        return type(self), (self.reason, self.kind)
 
 
 def full_disk_error(exc: BaseException | None) -> BaseException | None:
@@ -164,9 +171,10 @@ class Watch:
                         "staged for the next run")
         return None
 
-    def check(self, needed: int = 0) -> str | None:
-        """Look now: the halt's reason if the run must stop (halting it), else None."""
-        if self.halted:
+    def check(self, needed: int = 0, publishing: bool = False) -> str | None:
+        """Look now: the halt's reason if the run must stop (halting it), else None. `publishing`: whether the
+        store can be published, which a lost service does not prevent."""
+        if self.halted and not (publishing and self.halted[0] == SERVICE_LOST):
             return self.halted[1]
         lost = self.lost()
         if lost:
@@ -231,6 +239,15 @@ def write_failed(run_id: str, exc: BaseException) -> bool:
     if watched is None:
         return is_disk_full(exc)
     return watched.write_failed(exc)
+
+
+def halt(run_id: str, reason: str, kind: str) -> str:
+    """Halt the run for `reason` (its first halt's reason stays); a process without the run's watch halts its stops."""
+    watched = for_run(run_id)
+    if watched is None:
+        stops.for_run(run_id).halt(reason)
+        return reason
+    return watched.halt(reason, kind)
 
 
 def halted(run_id: str) -> tuple[str, str] | None:

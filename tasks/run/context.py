@@ -79,12 +79,13 @@ class RunContext:
         return self.staging
 
     def may_publish(self) -> bool:
-        """Whether a publish can go ahead: the store and lock are the run's own, and its disk has room for the copy."""
+        """Whether a publish can go ahead: the store and lock are the run's own, and its disk has room for the copy
+        (a run halted because a service it depends on was lost still publishes what it landed)."""
         try:
             needed = os.stat(self.store.path).st_size
         except OSError:
             needed = 0
-        return self.watch.check(needed) is None
+        return self.watch.check(needed, publishing=True) is None
 
     def due(self) -> bool:
         return time.monotonic() - self.last_publish >= self.publish_seconds

@@ -26,6 +26,9 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from fleet_data.tasks.control.resources import ResourceLost
+from fleet_data.tasks.control.services import object_store_lost
+
 
 def is_remote(location: str | None) -> bool:
     return bool(location) and "://" in str(location) and not str(location).startswith("file://")
@@ -82,6 +85,21 @@ def _fs(url: str, access: StorageAccess | None = None) -> Any:
     return fs
 
 
+@contextmanager
+def answering(location: str) -> Iterator[None]:
+    """An object-store call on `location` that gets no answer (the endpoint down, refused, timed out) raises the
+    run's halt (ResourceLost, SERVICE_LOST: exit code 9), never a bug; what it did not reach stays for the next run."""
+    try:
+        yield
+    except ResourceLost:
+        raise
+    except Exception as exc:
+        lost = object_store_lost(location, exc)
+        if lost is None:
+            raise
+        raise lost from exc
+
+
 def run_prefix(staging: str, run_id: str) -> str:
     """The run's folder on object storage."""
     return f"{staging.rstrip('/')}/{run_id}/answers"
@@ -103,7 +121,8 @@ def publish(local: Path, staging: str | None, run_id: str, access: StorageAccess
         return str(local)
     assert staging is not None
     target = f"{run_prefix(staging, run_id)}/{local.name}"
-    _fs(target, access).put_file(str(local), target)
+    with answering(target):  # not put: the journal stays in the scratch folder, for the next run on this machine
+        _fs(target, access).put_file(str(local), target)
     local.unlink(missing_ok=True)
     return target
 
@@ -117,7 +136,8 @@ def opened(location: str) -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="fleet-staged-"))
     try:
         local = folder / location.rsplit("/", 1)[-1]
-        _fs(location).get_file(location, str(local))
+        with answering(location):  # not read: it stays in the bucket for the next run
+            _fs(location).get_file(location, str(local))
         yield local
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -135,24 +155,29 @@ def reach(staging: str, access: StorageAccess | None = None) -> None:
 
 def exists(location: str) -> bool:
     """Whether a staged file is at `location`."""
-    return bool(_fs(location).exists(location)) if is_remote(location) else Path(location).is_file()
+    if not is_remote(location):
+        return Path(location).is_file()
+    with answering(location):
+        return bool(_fs(location).exists(location))
 
 
 def remove(location: str) -> None:
     """The staged file has landed."""
     if is_remote(location):
-        fs = _fs(location)
-        if fs.exists(location):
-            fs.rm_file(location)
+        with answering(location):
+            fs = _fs(location)
+            if fs.exists(location):
+                fs.rm_file(location)
     else:
         Path(location).unlink(missing_ok=True)
 
 
 def find(staging: str, pattern: str) -> list[str]:
     """The URLs of the files under `staging` that match the glob `pattern` (relative to it)."""
-    fs = _fs(staging)
-    fs.invalidate_cache()  # a listing cached by an earlier run of this process may name files since landed
-    return sorted(fs.unstrip_protocol(p) for p in fs.glob(f"{staging.rstrip('/')}/{pattern}"))
+    with answering(staging):
+        fs = _fs(staging)
+        fs.invalidate_cache()  # a listing cached by an earlier run of this process may name files since landed
+        return sorted(fs.unstrip_protocol(p) for p in fs.glob(f"{staging.rstrip('/')}/{pattern}"))
 
 
 def leftovers(staging: str, run_id: str) -> list[str]:

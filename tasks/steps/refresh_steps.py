@@ -101,7 +101,7 @@ def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[
         rows.append({"dataset": "recall_details", "planned": details["due"], "found": details["by_model"] + details["by_vin"],
                      **{k: details.get(k) for k in ("failed", "pending", "calls", "units", "stop_reason")}})
     run.phase("finishing")
-    if not run.may_publish():  # halted (a full disk, a store or lock gone): it ends failed, saying why
+    if not run.may_publish() or run.watch.halted:  # halted (a full disk, store or lock gone, a service lost): failed
         kind, reason = run.watch.halted or (resources.NO_SPACE, "")
         summary.update(status="failed", message=reason, failure=kind)
     db = run.store

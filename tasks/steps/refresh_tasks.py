@@ -34,7 +34,7 @@ from fleet_data.tasks.steps import refresh_steps as steps
 from fleet_data.tasks.outputs.changes import change_message
 from fleet_data.connectors.notify import PostRetries, post_json
 from fleet_data.connectors.transport import run_calls
-from fleet_data.tasks.control import resources, stops
+from fleet_data.tasks.control import prefect_api, quiet, resources, stops
 from fleet_data.tasks.control.signals import cancelled
 from fleet_data.tasks.fetch.enrich import fetch_chunk
 from fleet_data.tasks.control.budget import Budget
@@ -316,6 +316,7 @@ def fetch_staged_chunk(run_id: str, dataset: str, rows: list[dict], offset: int,
     worker's environment), the answers go to `access.staging`. Returns the staged file's location, the
     chunk's counts and the process that fetched it.
     """
+    quiet.in_this_process()  # a `--workers` process: its terminal lines for a fault held back, as the flow's are
     staged, result = fetch_to_stage(run_id, dataset, rows, concurrency, budget_left, access)
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
@@ -351,10 +352,20 @@ def fetch_dataset_chunk(run_id: str, dataset: str, due_path: str | None, offset:
 def finish_refresh(run_id: str, summary: dict[str, Any], lake: str | None) -> dict[str, Any]:
     """Record the run and its per-dataset figures, export the lake, publish the summary artifact."""
     summary, report = steps.finish(current(run_id), summary, lake)
-    kind = summary.get("kind", "refresh")
-    create_markdown_artifact(markdown=summary_markdown(summary) + report_markdown(*report), key=f"fleet-{kind}-summary",
-                             description=f"fleet {kind} {run_id}")
+    _summary_artifact(run_id, summary.get("kind", "refresh"), summary_markdown(summary) + report_markdown(*report))
     return summary
+
+
+def _summary_artifact(run_id: str, kind: str, markdown: str) -> None:
+    """The run's summary in Prefect, unless its API is gone (tasks/control/prefect_api.py): the run is recorded
+    already, and the command ends saying the API was lost."""
+    if quiet.is_prefect_lost():
+        return
+    try:
+        create_markdown_artifact(markdown=markdown, key=f"fleet-{kind}-summary", description=f"fleet {kind} {run_id}")
+    except Exception:
+        if not prefect_api.lost_now(run_id):
+            raise
 
 
 @task(name="notify-changes", **TASK)

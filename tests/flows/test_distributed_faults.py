@@ -1,0 +1,253 @@
+"""A service the run depends on, lost mid-run, is an environment fault: one line, exit code 9, the run recorded
+`failed` with the reason, and nothing paid is bought twice (issue 28).
+
+Each test runs the real `fleet refresh` in its own process against the sandbox in another, which bills per
+key and is the referee: after the fault and a second run, the ledger holds every unit the service billed, and
+no VIN was bought twice for a dataset.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fleet_data.connectors.sandbox import Sandbox
+from fleet_data.tasks.exitcodes import SERVICE_LOST
+from fleet_data.tasks.store.database import open_database
+
+from tests.tcp_relay import TcpRelay, free_port
+
+from .conftest import sample_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "distributed_faults_key"
+BOUND = 300  # seconds: a hang guard for a loaded box, not a timing
+pytestmark = [pytest.mark.usefixtures("prefect_server"), pytest.mark.timeout(3 * BOUND)]
+
+
+def _overload() -> float:
+    """How far the machine is past its cores (1-minute load average over cores), at least 1: stretches a bound."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+@pytest.fixture
+def billing_sandbox():
+    sandbox = Sandbox.start_subprocess(["--latency-ms", "20", "--journal"])  # its own process: the referee
+    yield sandbox
+    sandbox.stop()
+
+
+def _paid(sandbox: Sandbox) -> Counter:
+    return Counter((c["endpoint"], c["vin"]) for c in sandbox.journal() if c["key"] == KEY and c["status"] == 200)
+
+
+def _rows(db: str, sql: str) -> list[tuple]:
+    with open_database(db) as store:
+        return store.sql(sql).rows()
+
+
+def _error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("error: ")]
+
+
+@pytest.fixture
+def object_store(tmp_path):
+    """moto's S3 server, reached through a relay the test can stop (the endpoint then refuses connections) and start
+    again: the bucket keeps what was put in it meanwhile, as S3 would."""
+    pytest.importorskip("moto")
+    boto3 = pytest.importorskip("boto3")
+    port = free_port()
+    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with TcpRelay(("127.0.0.1", port)) as relay:
+            client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id="testing",
+                                  aws_secret_access_key="testing", region_name="us-east-1")
+            for _ in range(100):  # up to 10 s for the server to listen
+                try:
+                    client.create_bucket(Bucket="fleet-staging")
+                    break
+                except Exception:
+                    time.sleep(0.1)
+            yield relay, client
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_the_object_store_lost_mid_run_ends_in_one_line_and_the_next_run_buys_only_what_was_never_answered(
+        billing_sandbox, object_store, tmp_path):
+    from prefect.settings import PREFECT_API_URL
+
+    relay, bucket = object_store
+    fleet = tmp_path / "fleet.csv"
+    sample_rows(240).write_csv(fleet)
+    db = str(tmp_path / "fleet.duckdb")
+    env = {**os.environ, "VDS_BASE_URL": billing_sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT),
+           "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false",
+           "AWS_ENDPOINT_URL": relay.url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1", "TMPDIR": str(tmp_path)}  # its scratch folder: this test's own
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", db, "--lake", "",
+               "--datasets", "specs,market_value", "--chunk-size", "20", "--workers", "2",
+               "--staging", "s3://fleet-staging/runs"]
+    child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + BOUND
+    while billing_sandbox.units(KEY) < 60:  # some chunks staged in the bucket, some answers still coming
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline, "the refresh never reached its calls"
+        time.sleep(0.05)
+    relay.stop()
+    lost_at = time.monotonic()
+    out, err = child.communicate(timeout=BOUND)
+    ended_after = time.monotonic() - lost_at
+    print(f"ended {ended_after:.1f} s after the object store was lost")
+
+    assert child.returncode == SERVICE_LOST, err[-3000:]
+    (line,) = _error_lines(err)
+    assert "the object store of s3://fleet-staging stopped answering" in line and relay.url in line, line
+    assert "Traceback" not in err and "this is a bug" not in err, err[-3000:]
+    assert ended_after < 60 * _overload()  # a hang guard stretched on a loaded box: the issue's 60 s when quiet
+    (status, message), = _rows(db, "SELECT status, message FROM runs")
+    assert status == "failed" and message == line.removeprefix("error: ")
+    billed_at_the_loss = billing_sandbox.units(KEY)
+
+    relay.start()
+    again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=BOUND)
+    assert again.returncode == 0, again.stderr[-3000:]
+
+    (recorded,), = _rows(db, "SELECT sum(units) FROM api_calls")
+    billed = billing_sandbox.units(KEY)
+    print(f"billed {billed_at_the_loss} before the loss, {billed} in all; the ledger says {recorded}")
+    assert recorded == billed  # every unit paid reached the ledger, under the run that paid it
+    assert max(_paid(billing_sandbox).values()) == 1  # nothing answered was bought again
+    assert _rows(db, "SELECT count(DISTINCT vin) FROM api_calls WHERE endpoint = '/specs'") == [(240,)]
+    assert bucket.list_objects_v2(Bucket="fleet-staging").get("KeyCount", 0) == 0  # every staged file landed
+    assert not list((tmp_path / "fleet-staging").rglob("*.arrows"))  # and every scratch journal
+
+
+def test_the_prefect_server_killed_mid_run_ends_in_one_line_and_the_next_run_buys_only_what_was_never_answered(
+        tmp_path):
+    from prefect.settings import PREFECT_API_URL
+
+    from tests.prefect_server import prefect_server_process, stop_group
+
+    fleet = tmp_path / "fleet.csv"
+    sample_rows(120).write_csv(fleet)
+    db = str(tmp_path / "fleet.duckdb")
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", db, "--lake", "",
+               "--datasets", "specs,market_value", "--chunk-size", "10", "--concurrency", "2"]
+    sandbox = Sandbox.start_subprocess(["--latency-ms", "400", "--journal"])  # about a minute of calls
+    try:
+        base = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT)}
+        (tmp_path / "prefect").mkdir()
+        with prefect_server_process(tmp_path / "prefect") as (server_env, server):
+            child = subprocess.Popen(command, cwd=tmp_path, env={**base, **server_env}, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+            deadline = time.monotonic() + BOUND
+            while sandbox.units(KEY) < 20:
+                assert child.poll() is None, child.communicate()
+                assert time.monotonic() < deadline, "the refresh never reached its calls"
+                time.sleep(0.05)
+            stop_group(server)  # the server and its children, gone mid-run
+            lost_at = time.monotonic()
+            out, err = child.communicate(timeout=BOUND)
+        ended_after = time.monotonic() - lost_at
+        print(f"ended {ended_after:.1f} s after the Prefect server was killed; billed {sandbox.units(KEY)} by then")
+
+        assert child.returncode == SERVICE_LOST, err[-3000:]
+        (line,) = _error_lines(err)
+        assert f"the Prefect API at {server_env['PREFECT_API_URL']} stopped answering during the run" in line, line
+        assert "Traceback" not in err and "this is a bug" not in err and "failed to process item" not in err, err[-3000:]
+        assert ended_after < 60 * _overload()  # a hang guard stretched on a loaded box: the issue's 60 s when quiet
+        (status, message), = _rows(db, "SELECT status, message FROM runs")
+        assert status == "failed" and message == line.removeprefix("error: ")
+        assert _rows(db, "SELECT count(*) > 0 FROM left_pending") == [(True,)]  # what it did not ask is due again
+
+        again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=BOUND,
+                               env={**base, "PREFECT_API_URL": PREFECT_API_URL.value()})
+        assert again.returncode == 0, again.stderr[-3000:]
+        (recorded,), = _rows(db, "SELECT sum(units) FROM api_calls")
+        assert recorded == sandbox.units(KEY)  # every unit paid reached the ledger
+        assert max(_paid(sandbox).values()) == 1  # nothing answered was bought again
+    finally:
+        sandbox.stop()
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    """A real `dask scheduler` and two `dask worker` processes of this Python, each in its own session (killed by
+    the test as a machine would lose them); whatever is left is stopped afterwards."""
+    pytest.importorskip("distributed")
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    dask = str(Path(sys.executable).parent / "dask")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started: dict[str, subprocess.Popen] = {}
+
+    def start(name: str, *command: str) -> None:
+        with (tmp_path / f"{name}.log").open("wb") as log:
+            started[name] = subprocess.Popen([dask, *command], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
+
+    start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard")
+    for n in (1, 2):
+        start(f"worker{n}", "worker", address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1")
+    try:
+        import distributed
+
+        with distributed.Client(address, timeout=120) as client:
+            client.wait_for_workers(2, timeout=BOUND)
+        yield address, started
+    finally:
+        for process in started.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("lost", ["scheduler", "every worker"])
+def test_a_dask_cluster_lost_mid_run_ends_in_one_line_with_the_run_recorded(lost, dask_cluster, tmp_path):
+    from prefect.settings import PREFECT_API_URL
+
+    address, processes = dask_cluster
+    fleet = tmp_path / "fleet.csv"
+    sample_rows(120).write_csv(fleet)
+    db = str(tmp_path / "fleet.duckdb")
+    sandbox = Sandbox.start_subprocess(["--latency-ms", "300"])  # long enough to be mid-run at the loss
+    try:
+        env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT),
+               "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false"}
+        command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", db, "--lake", "",
+                   "--datasets", "specs", "--chunk-size", "10", "--concurrency", "2", "--dask", address]
+        child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        deadline = time.monotonic() + BOUND
+        while sandbox.units(KEY) < 15:
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the refresh never reached its calls"
+            time.sleep(0.05)
+        for name in ["scheduler"] if lost == "scheduler" else ["worker1", "worker2"]:
+            os.killpg(processes[name].pid, signal.SIGKILL)
+        lost_at = time.monotonic()
+        out, err = child.communicate(timeout=BOUND)
+        ended_after = time.monotonic() - lost_at
+        print(f"ended {ended_after:.1f} s after losing the {lost}")
+    finally:
+        sandbox.stop()
+
+    assert child.returncode == SERVICE_LOST, err[-3000:]
+    (line,) = _error_lines(err)
+    said = (f"the Dask scheduler at {address} stopped answering" if lost == "scheduler"
+            else f"every worker of the Dask cluster at {address} is gone")
+    assert said in line, line
+    assert "Traceback" not in err and "this is a bug" not in err, err[-3000:]
+    assert ended_after < 60 * _overload()  # a hang guard stretched on a loaded box: the issue's 60 s when quiet
+    (status, message), = _rows(db, "SELECT status, message FROM runs")
+    assert status == "failed" and message == line.removeprefix("error: ")
