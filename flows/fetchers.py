@@ -226,8 +226,8 @@ def cluster_lost(exc: BaseException) -> bool:
 
 
 class ClusterWatch(ServiceWatch):
-    """The Dask cluster, asked how many worker threads it has: no answer, or none, `MISSES` times in a row is a
-    cluster lost (a task waiting for a worker would wait for ever)."""
+    """The Dask cluster, asked how many worker threads it has: none, `MISSES` times in a row, is a cluster lost (a
+    task waiting for a worker would wait for ever)."""
 
     name = "dask-watch"
     NO_WORKERS = "no worker left"
@@ -239,6 +239,11 @@ class ClusterWatch(ServiceWatch):
     def probe(self) -> None:
         if not self.client.nthreads(callback_timeout=INTERVAL):
             raise LookupError(self.NO_WORKERS)
+
+    def is_miss(self, exc: Exception) -> bool:
+        """Only "no workers" counts: a busy scheduler may be slow to say, and a lost one cancels the run's futures
+        (`Fetchers.result`)."""
+        return str(exc) == self.NO_WORKERS
 
     def line(self, since: datetime, why: str) -> str:
         return self.lost_line(self.address, since, why)

@@ -26,6 +26,7 @@ from fleet_data.tasks.control import quiet
 from fleet_data.tasks.control.services import AGAIN, INTERVAL, ServiceWatch
 
 F = TypeVar("F", bound=Callable[..., Any])
+BUSY_SECONDS = 30.0  # how long a server that took the connection may take to answer /health
 
 
 def _shown(url: str) -> str:
@@ -61,9 +62,14 @@ class PrefectWatch(ServiceWatch):
         import httpx
 
         try:
-            httpx.get(self.url.rstrip("/") + "/health", timeout=httpx.Timeout(INTERVAL))
+            httpx.get(self.url.rstrip("/") + "/health", timeout=httpx.Timeout(BUSY_SECONDS, connect=INTERVAL))
         except httpx.HTTPError as exc:
             raise ConnectionError(type(exc).__name__) from exc
+
+    def is_miss(self, exc: Exception) -> bool:
+        """A server that took the connection but is slow to answer is busy, not gone: only a refused or unmade
+        connection (or one cut) counts."""
+        return str(exc) != "ReadTimeout"
 
     def line(self, since: datetime, why: str) -> str:
         return lost_line(self.url, since, why)

@@ -78,11 +78,17 @@ class ServiceWatch:
     def on_lost(self) -> None:
         """Called once, before the run is halted."""
 
+    def is_miss(self, exc: Exception) -> bool:
+        """Whether `probe` raising `exc` says the service is gone (a subclass tells a busy one apart)."""
+        return True
+
     def ask(self, misses: int = MISSES) -> bool:
         """Ask once; True once the service is lost (after `misses` asks in a row without an answer)."""
         try:
             self.probe()
-        except Exception as exc:  # noqa: BLE001 - any failure to answer is a miss; the line names its kind
+        except Exception as exc:  # noqa: BLE001 - a failure to answer; `is_miss` says whether it counts
+            if not self.is_miss(exc):
+                return False
             with self._lock:
                 self._since = self._since if self._misses else datetime.now(timezone.utc)
                 self._misses += 1
