@@ -40,9 +40,12 @@ demo: $(RUNTIME)
 	@test -f data/lake/todo.csv && echo "To-do list: $(CURDIR)/data/lake/todo.csv (for spreadsheets)"
 
 # Three workers on two cores (much of a test is waiting on a subprocess), a whole test file per worker: a file's
-# module fixtures (servers, sandboxes, killed runs) start once.
+# module fixtures (servers, sandboxes, killed runs) start once. Then the tests marked `alone`: Prefect's own
+# worker, stopped mid-run, did not stop its flow run within the bound while three test workers loaded the box
+# (it waited for the flow run to complete); that is left open, and said so in docs/stopping.md.
 test: install
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "not bench and not alone"
+	$(BIN)/python -m pytest -q -m alone
 
 bench: install
 	$(BIN)/python -m pytest -q -m bench -s tests/bench

@@ -250,7 +250,9 @@ def prefect_api_answers() -> None:
         return  # fleet starts Prefect's server itself
     import httpx
 
-    shown = str(httpx.URL(url).copy_with(userinfo=b""))  # never a password the URL may carry
+    from fleet_data.tasks.control.prefect_api import shown_url
+
+    shown = shown_url(url)
     try:
         with httpx.Client(timeout=httpx.Timeout(10.0, connect=5.0)) as client:
             client.get(url.rstrip("/") + "/health")

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-
-from fleet_data.tasks.control.quiet import HIDE, install
+from fleet_data.tasks.control.quiet import install
 
 
 def hide_fault_tracebacks(verbose: bool) -> None:
-    """Install the filter here, and say so to the processes this one starts (`--workers`); `-v` shows every traceback."""
-    if verbose:
-        return
-    os.environ[HIDE] = "1"
-    install()
+    """Install the filter here (the flow tells the processes it starts, `--workers`); `-v` shows every traceback."""
+    if not verbose:
+        install()

@@ -89,13 +89,13 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
         staged = _staged(fetchers, future)
         if staged is None:  # a service lost under it: its journal stays where the next run finds it
             _leave_pending(summary["datasets"][dataset], length, _stopped(fetchers.run_id) or CANCELLED)
-            continue
-        record_chunk(summary["datasets"][dataset], chunk_counts(staged))
-        fill(dataset)  # the next chunk fetches while this one lands
-        if not cancelled(fetchers.run_id):  # stopped: the answers stay journalled; the next run lands them
+        else:
+            record_chunk(summary["datasets"][dataset], chunk_counts(staged))
+            fill(dataset)  # the next chunk fetches while this one lands
+        if staged is not None and not cancelled(fetchers.run_id):  # stopped: the answers stay journalled
             with service_lost(fetchers.run_id):  # not landed: the staged file stays for the next run
                 fetchers.land(dataset, staged)
-        for waiting in lanes:  # the history's last chunk landed: the valuations start
+        for waiting in lanes:  # the history's last chunk landed: the valuations start (halted: left pending)
             fill(waiting)
 
 

@@ -29,14 +29,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 BUSY_SECONDS = 30.0  # how long a server that took the connection may take to answer /health
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     import httpx
 
     return str(httpx.URL(url).copy_with(userinfo=b""))  # never a password the URL may carry
 
 
 def lost_line(url: str, since: datetime, why: str) -> str:
-    return (f"the Prefect API at {_shown(url)} stopped answering during the run (since {since:%H:%M:%S} UTC: {why}): "
+    return (f"the Prefect API at {shown_url(url)} stopped answering during the run (since {since:%H:%M:%S} UTC: {why}): "
             f"the run stopped calling and published what it landed; {AGAIN}")
 
 

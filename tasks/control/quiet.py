@@ -4,15 +4,14 @@ A fault met inside a flow (a lake folder made read-only mid-run, a fleet file mo
 `--staging` gone) makes Prefect log the task's and the flow's failure, with tracebacks, on the terminal,
 before `fleet` prints its one line (`error: ...`, its exit code). This filter, on the terminal's handlers
 only, drops those records: the Prefect server still gets every log, and `-v` shows everything. `fleet`
-installs it in its own process (flows/quiet_faults.py) and says so in the environment, so that the fetch
-processes of `--workers` install it too (`in_this_process`).
+installs it in its own process (flows/quiet_faults.py); the fetch processes of `--workers` are told so by
+the flow (tasks/steps/refresh_tasks.py `FetchAccess.quiet`) and install it too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 
 from fleet_data.tasks.control.faults import as_fault
@@ -20,7 +19,7 @@ from fleet_data.tasks.errors import FleetError
 from fleet_data.tasks.exitcodes import BUG
 
 UNSENT_EVENT = "Service 'EventsWorker' failed to process item"  # Prefect's events worker, its server away
-HIDE = "FLEET_HIDE_FAULT_TRACEBACKS"  # set by `fleet` without -v, inherited by the processes it starts
+_hiding = threading.Event()  # installed in this process (`fleet` without -v, or told so by the flow)
 _prefect_lost = threading.Event()  # the Prefect API was lost (tasks/control/prefect_api.py): its lines only repeat it
 
 
@@ -51,14 +50,14 @@ class HideLostConnections(logging.Filter):
 def hide_lost_connections(logger: str) -> None:
     """`HideLostConnections` on `logger`, where `fleet` hides fault tracebacks (not with -v); once."""
     target = logging.getLogger(logger)
-    if os.environ.get(HIDE) == "1" and not any(isinstance(f, HideLostConnections) for f in target.filters):
+    if _hiding.is_set() and not any(isinstance(f, HideLostConnections) for f in target.filters):
         target.addFilter(HideLostConnections())
 
 
 def silence(logger: str) -> None:
     """A lost service's client library (Dask's) logs its reconnects and their cancelling with tracebacks; the
     command says the loss once. Only where `fleet` hides fault tracebacks (not with -v)."""
-    if os.environ.get(HIDE) != "1":
+    if not _hiding.is_set():
         return
     for name in [logger, *(n for n in logging.Logger.manager.loggerDict if n.startswith(logger + "."))]:
         logging.getLogger(name).setLevel(logging.CRITICAL)  # its children may have levels of their own
@@ -95,6 +94,7 @@ def install() -> None:
     """The filter on the terminal's handlers (Prefect's console handlers); once per handler."""
     from prefect.logging.configuration import PROCESS_LOGGING_CONFIG, setup_logging
 
+    _hiding.set()
     if not PROCESS_LOGGING_CONFIG:  # Prefect adds its console handler when first set up: first, then filter
         setup_logging()
     # The root's console handler, and `prefect._internal`'s own (its services' errors do not propagate).
@@ -104,7 +104,6 @@ def install() -> None:
             handler.addFilter(HideFaultTracebacks())
 
 
-def in_this_process() -> None:
-    """In a process `fleet` started (a `--workers` fetch process): the filter, if `fleet` hides them."""
-    if os.environ.get(HIDE) == "1":
-        install()
+def hiding() -> bool:
+    """Whether this process holds fault tracebacks back (`install`): what the flow tells its fetch processes."""
+    return _hiding.is_set()

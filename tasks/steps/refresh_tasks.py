@@ -211,12 +211,13 @@ class FetchAccess(BaseModel):
     service: ServiceAccess
     storage: StorageAccess | None = None
     retry_window: float | None = None
+    quiet: bool = False  # the flow's process holds Prefect's tracebacks of a fault back (tasks/control/quiet.py)
 
     @classmethod
     def of_this_process(cls, staging: str, retry_window: float | None) -> "FetchAccess":
         """The flow's own settings: its environment's service (the sandbox's, a Secret block's key), its storage."""
         return cls(staging=staging, service=ServiceAccess.of(client_settings()), storage=storage_access(staging),
-                   retry_window=retry_window)
+                   retry_window=retry_window, quiet=quiet.hiding())
 
 
 def chunk_counts(result: ChunkResult) -> dict[str, Any]:
@@ -316,7 +317,8 @@ def fetch_staged_chunk(run_id: str, dataset: str, rows: list[dict], offset: int,
     worker's environment), the answers go to `access.staging`. Returns the staged file's location, the
     chunk's counts and the process that fetched it.
     """
-    quiet.in_this_process()  # a `--workers` process: its terminal lines for a fault held back, as the flow's are
+    if access.quiet:  # a `--workers` process: its terminal lines for a fault held back, as the flow's are
+        quiet.install()
     staged, result = fetch_to_stage(run_id, dataset, rows, concurrency, budget_left, access)
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))

@@ -22,6 +22,7 @@ from fleet_data.connectors.sandbox import Sandbox
 from fleet_data.tasks.exitcodes import SERVICE_LOST
 from fleet_data.tasks.store.database import open_database
 
+from tests.object_store import moto_s3
 from tests.tcp_relay import TcpRelay, free_port
 
 from .conftest import sample_rows
@@ -58,28 +59,13 @@ def _error_lines(err: str) -> list[str]:
 
 
 @pytest.fixture
-def object_store(tmp_path):
+def object_store():
     """moto's S3 server, reached through a relay the test can stop (the endpoint then refuses connections) and start
     again: the bucket keeps what was put in it meanwhile, as S3 would."""
     pytest.importorskip("moto")
-    boto3 = pytest.importorskip("boto3")
-    port = free_port()
-    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with TcpRelay(("127.0.0.1", port)) as relay:
-            client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id="testing",
-                                  aws_secret_access_key="testing", region_name="us-east-1")
-            for _ in range(100):  # up to 10 s for the server to listen
-                try:
-                    client.create_bucket(Bucket="fleet-staging")
-                    break
-                except Exception:
-                    time.sleep(0.1)
-            yield relay, client
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    pytest.importorskip("boto3")
+    with moto_s3() as (port, client), TcpRelay(("127.0.0.1", port)) as relay:
+        yield relay, client
 
 
 def test_the_object_store_lost_mid_run_ends_in_one_line_and_the_next_run_buys_only_what_was_never_answered(
@@ -116,6 +102,8 @@ def test_the_object_store_lost_mid_run_ends_in_one_line_and_the_next_run_buys_on
     assert ended_after < 60 * _overload()  # a hang guard stretched on a loaded box: the issue's 60 s when quiet
     (status, message), = _rows(db, "SELECT status, message FROM runs")
     assert status == "failed" and message == line.removeprefix("error: ")
+    # Every planned VIN is accounted for in the run's figures: answered, or pending (a chunk lost or never started).
+    assert _rows(db, "SELECT dataset FROM run_datasets WHERE planned != found + no_data + failed + pending") == []
     billed_at_the_loss = billing_sandbox.units(KEY)
 
     relay.start()

@@ -7,7 +7,6 @@ own process. Each test is one or two flow runs against the sandbox over loopback
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import signal
@@ -23,6 +22,8 @@ from fleet_data.connectors import CallRecord
 from fleet_data.flows.refresh import refresh_fleet
 from fleet_data.tasks.settings import RefreshOptions
 from fleet_data.tasks.staging.journal import AnswerJournal, Journal, read_journal
+
+from tests.object_store import moto_s3
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,39 +71,18 @@ def test_a_dask_cluster_fetches_end_to_end(service, fleet_file, db_path, read):
     assert read(db_path, "SELECT count(DISTINCT vin) FROM api_calls WHERE endpoint = '/specs'") == [(24,)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def s3(monkeypatch):
     """moto's S3 server on loopback, with a versioned bucket (deleted objects stay listed as versions)."""
     pytest.importorskip("moto")
-    boto3 = pytest.importorskip("boto3")
-    port = _free_port()
-    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for name, value in {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(name, value)
+    pytest.importorskip("boto3")
     s3fs = pytest.importorskip("s3fs")
-    s3fs.S3FileSystem.clear_instance_cache()  # fsspec caches a filesystem per arguments: this port, not the last test's
-    try:
-        client = boto3.client("s3", endpoint_url=url)
-        for _ in range(100):  # up to 10 s for the server to listen
-            try:
-                client.create_bucket(Bucket="fleet-staging")
-                break
-            except Exception:
-                time.sleep(0.1)
-        client.put_bucket_versioning(Bucket="fleet-staging", VersioningConfiguration={"Status": "Enabled"})
+    with moto_s3(versioned=True) as (port, client):
+        for name, value in {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "testing",
+                            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            monkeypatch.setenv(name, value)
+        s3fs.S3FileSystem.clear_instance_cache()  # fsspec caches a filesystem per arguments: this port, not the last's
         yield client
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def test_staging_on_s3_lands_everything_and_leaves_no_staged_object(service, fleet_file, db_path, read, s3):
