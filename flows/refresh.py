@@ -84,6 +84,9 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
         if finished is None:  # stopped, and the deadline passed: what is still out is left to the next run
             for dataset, length in running.leave():
                 _leave_pending(summary["datasets"][dataset], length)
+            for dataset, chunks in lanes.items():  # and what never started is pending too, in the run's figures
+                while chunks:
+                    _leave_pending(summary["datasets"][dataset], chunks.popleft()[1], _stopped(fetchers.run_id) or CANCELLED)
             return
         future, (dataset, length) = finished
         staged = _staged(fetchers, future)
