@@ -77,6 +77,7 @@ class Fetchers:
     def __enter__(self) -> "Fetchers":
         self._access = FetchAccess.of_this_process(self.staging.fetch_target(), self.retry_window)
         if self.dask:
+            self._access = self._access.model_copy(update={"copies": True})  # a lost worker's task runs elsewhere
             from prefect_dask import DaskTaskRunner
 
             try:
@@ -126,8 +127,9 @@ class Fetchers:
         return self._runner.submit(fetch_staged_chunk, parameters)
 
     def land(self, dataset: str, staged: dict[str, Any]) -> None:
-        """Land what a fetch task staged (one writer: this process)."""
-        land_staged_chunk(self.run_id, dataset, staged["staged"])
+        """Land what a fetch task staged (one writer: this process): the journals of its chunk's lost attempts first."""
+        for location in [*staged.get("earlier", ()), staged["staged"]]:
+            land_staged_chunk(self.run_id, dataset, location)
         if staged["pid"] != os.getpid():  # fetched elsewhere: nobody advanced this process's bars
             progress.current().advance(dataset, sum(staged[k] for k in ("found", "no_data", "failed", "pending")))
         self.pids.add(staged["pid"])
@@ -135,7 +137,7 @@ class Fetchers:
 
 def chunk_counts(staged: dict[str, Any]) -> dict[str, Any]:
     """A fetch task's counts, as the summary adds them up."""
-    return {k: v for k, v in staged.items() if k not in ("staged", "pid")}
+    return {k: v for k, v in staged.items() if k not in ("staged", "earlier", "pid")}
 
 
 class ClusterError(UsageError, ValueError):

@@ -65,6 +65,14 @@ def land_journals(db: Database, staging_root: Path, *, besides: str | None = Non
         assert store is not None
         scratch = [str(p) for p in leftover_journals(staging_store.scratch_root(), besides=besides)]
         locations += _ours(db, scratch, besides) + _ours(db, staging_store.find(store, f"*/answers/*{SUFFIX}"), besides)
+        # A running chunk's copy on object storage (tasks/staging/mirror.py) whose journal is here: the journal is the
+        # whole of it, and lands alone (the copy's calls still in flight must not overwrite their answered rows).
+        whole = {Path(path).name for path in scratch}
+        copies = [location for location in locations if staging_store.is_remote(location)
+                  and location.rsplit("/", 1)[-1] in whole]
+        for copy in copies:
+            staging_store.remove(copy)
+        locations = [location for location in locations if location not in copies]
     if only is not None:
         locations = [location for location in locations if _of(location) in only]
     for location in locations:

@@ -127,9 +127,17 @@ def publish(local: Path, staging: str | None, run_id: str, access: StorageAccess
     return target
 
 
+def put_copy(data: bytes, name: str, staging: str, run_id: str, access: StorageAccess | None = None) -> str:
+    """Put `data` where `publish` puts the finished file `name` (a running journal's copy: tasks/staging/mirror.py)."""
+    target = f"{run_prefix(staging, run_id)}/{name}"
+    with answering(target):
+        _fs(target, access).pipe_file(target, data)
+    return target
+
+
 @contextmanager
-def opened(location: str) -> Iterator[Path]:
-    """A local path holding the staged file for the block (downloaded first when remote)."""
+def opened(location: str, access: StorageAccess | None = None) -> Iterator[Path]:
+    """A local path holding the staged file for the block (downloaded first when remote, with `access` when given)."""
     if not is_remote(location):
         yield Path(location)
         return
@@ -137,7 +145,7 @@ def opened(location: str) -> Iterator[Path]:
     try:
         local = folder / location.rsplit("/", 1)[-1]
         with answering(location):  # not read: it stays in the bucket for the next run
-            _fs(location).get_file(location, str(local))
+            _fs(location, access).get_file(location, str(local))
         yield local
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -172,10 +180,10 @@ def remove(location: str) -> None:
         Path(location).unlink(missing_ok=True)
 
 
-def find(staging: str, pattern: str) -> list[str]:
+def find(staging: str, pattern: str, access: StorageAccess | None = None) -> list[str]:
     """The URLs of the files under `staging` that match the glob `pattern` (relative to it)."""
     with answering(staging):
-        fs = _fs(staging)
+        fs = _fs(staging, access)
         fs.invalidate_cache()  # a listing cached by an earlier run of this process may name files since landed
         return sorted(fs.unstrip_protocol(p) for p in fs.glob(f"{staging.rstrip('/')}/{pattern}"))
 

@@ -50,7 +50,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import orjson
 import pyarrow as pa
@@ -145,23 +145,31 @@ class AnswerJournal:
         self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         self._size = 0  # bytes on disk, every record whole
         self._held = bytearray()  # records a full disk refused, written again with the next one
+        self.sent_count = 0  # sent records in the file
+        self.before_sent: Callable[[], None] | None = None  # asked before each sent record (tasks/staging/mirror.py)
         head = orjson.dumps({"format": FORMAT, "run_id": run_id, "dataset": dataset})
         self._write(_MAGIC + _frame(_HEAD, head))
 
     @classmethod
-    def create(cls, directory: Path, run_id: str, dataset: str, **options: Any) -> "AnswerJournal":
-        return cls(directory / f"{dataset}-{uuid.uuid4().hex[:12]}{SUFFIX}", run_id, dataset, **options)
+    def create(cls, directory: Path, run_id: str, dataset: str, *, chunk: str | None = None,
+               **options: Any) -> "AnswerJournal":
+        """A new journal in `directory`, named `<chunk>-<id>` (`chunk` names the chunk's attempts alike:
+        tasks/staging/attempts.py), else `<dataset>-<id>`."""
+        return cls(directory / f"{chunk or dataset}-{uuid.uuid4().hex[:12]}{SUFFIX}", run_id, dataset, **options)
 
     # -- writing ------------------------------------------------------------------------------
     def sent(self, intent: CallIntent, at: datetime, batch: str | None = None) -> None:
         """An attempt about to go out: if no row for it follows, it was paid for perhaps, never answered.
         On disk when this returns, with every row before it. `batch`: the recall batch it belongs to, if any."""
+        if self.before_sent is not None:
+            self.before_sent()
         record = _frame(_SENT, orjson.dumps([intent.call_id, intent.vin, intent.endpoint, intent.path,
                                              intent.method, intent.attempt, intent.units, _micros(at), batch]))
         if self._rows:
             self._write_rows(record)
         else:
             self._write(record)
+        self.sent_count += 1
 
     def attempt(self, call: Call) -> None:
         """An attempt that will be retried: only its `api_calls` row."""

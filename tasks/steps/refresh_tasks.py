@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from contextlib import nullcontext
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -59,7 +61,9 @@ from fleet_data.tasks.land.shred import staged_tables
 from fleet_data.tasks.staging.staged_chunk import StagedTables
 from fleet_data.tasks.staging.staged_chunk import location as tables_location
 from fleet_data.tasks.staging.staged_chunk import write as write_tables
-from fleet_data.tasks.staging.area import StorageAccess, journal_folder, opened, publish, storage_access
+from fleet_data.tasks.staging.attempts import EarlierAttempts, chunk_name
+from fleet_data.tasks.staging.mirror import Mirror
+from fleet_data.tasks.staging.area import StorageAccess, is_remote, journal_folder, opened, publish, storage_access
 from fleet_data.tasks.outputs.summary import plan_text, summary_markdown
 
 
@@ -212,6 +216,9 @@ class FetchAccess(BaseModel):
     storage: StorageAccess | None = None
     retry_window: float | None = None
     quiet: bool = False  # the flow's process holds Prefect's tracebacks of a fault back (tasks/control/quiet.py)
+    # On a Dask cluster a lost worker's task runs again elsewhere: a running chunk keeps a copy of its journal on the
+    # object storage it stages on, for that re-run to read (tasks/staging/mirror.py).
+    copies: bool = False
 
     @classmethod
     def of_this_process(cls, staging: str, retry_window: float | None) -> "FetchAccess":
@@ -227,28 +234,41 @@ def chunk_counts(result: ChunkResult) -> dict[str, Any]:
 
 
 def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int, budget_left: int | None,
-                   access: FetchAccess) -> tuple[str, ChunkResult]:
-    """Fetch one chunk into its staged journal and typed tables; returns where the lander finds them. Opens no
-    database.
+                   access: FetchAccess, offset: int | None = None) -> tuple[str, ChunkResult, list[str]]:
+    """Fetch one chunk into its staged journal and typed tables; returns where the lander finds them, the chunk's
+    result, and where the journals of the chunk's earlier attempts are (to land first). Opens no database.
 
     `access.staging` is the run's local answers folder, or an object-storage prefix (tasks/staging/area.py):
     then the journal is written in this machine's scratch folder (`tasks/staging/area.py` `journal_folder`) and put
-    there once the chunk is done; a chunk killed before leaves it to the next run on this machine.
+    there once the chunk is done; a chunk killed before leaves it to the next run on this machine. A chunk run
+    again (its worker lost: `offset` names it) asks only what its earlier attempts were not answered for
+    (tasks/staging/attempts.py).
     """
     staging = access.staging
     folder = journal_folder(staging, run_id)
     stops.for_run(run_id).window.seconds = access.retry_window  # the flow's, in whatever process this runs
     resources.check(run_id)  # before each chunk: short of space, or the store gone, no call starts (its stops)
+    earlier = EarlierAttempts.of(staging, run_id, dataset, offset, access.storage)
     with fetch_turn(run_id, dataset) as lane:  # retries still waiting may be handed to the next chunk
         calls = _calls(run_id, concurrency, budget_left, dataset, access.service.settings())
-        with AnswerJournal.create(folder, run_id, dataset, secrets=(calls.settings.api_key or "",)) as journal:
-            result = run_calls(fetch_chunk(dataset, rows, calls=calls, journal=journal, lane=lane))
+        with AnswerJournal.create(folder, run_id, dataset, chunk=chunk_name(dataset, offset),
+                                  secrets=(calls.settings.api_key or "",)) as journal, \
+                (Mirror(journal, staging, access.storage) if access.copies and is_remote(staging) else nullcontext()):
+            unseen = earlier.unseen(dataset, rows)
+            for intent in unseen:  # what a lost attempt may have sent after its last copy: in the ledger, unknown
+                journal.sent(intent, now())
+            result = run_calls(fetch_chunk(dataset, earlier.left(rows), calls=calls, journal=journal, lane=lane))
+    earlier.add_to(result, unseen)
     # Stopped: no shredding now; the next run lands the journal, shredding it then (docs/stopping.md).
     typed = None if cancelled(run_id) else stage_tables(journal.path)
     staged = publish(journal.path, staging, run_id, access.storage)  # the journal first: typed tables never come without it
     if typed is not None:
         publish(typed, staging, run_id, access.storage)
-    return staged, result
+    return staged, result, earlier.locations
+
+
+def now() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 def stage_tables(journal: Path) -> Path | None:
@@ -319,10 +339,10 @@ def fetch_staged_chunk(run_id: str, dataset: str, rows: list[dict], offset: int,
     """
     if access.quiet:  # a `--workers` process: its terminal lines for a fault held back, as the flow's are
         quiet.install()
-    staged, result = fetch_to_stage(run_id, dataset, rows, concurrency, budget_left, access)
+    staged, result, earlier = fetch_to_stage(run_id, dataset, rows, concurrency, budget_left, access, offset)
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
-    return {**counts, "staged": staged, "pid": os.getpid()}
+    return {**counts, "staged": staged, "earlier": earlier, "pid": os.getpid()}
 
 
 @task(name="land-chunk", task_run_name="land {dataset}", **TASK)
@@ -342,9 +362,10 @@ def fetch_dataset_chunk(run_id: str, dataset: str, due_path: str | None, offset:
     assert due_path is not None  # the plan's path, None only for a dataset with nothing due (so no chunk)
     run = current(run_id)
     access = FetchAccess.of_this_process(str(run.staging.answers), stops.for_run(run_id).window.seconds)
-    staged, result = fetch_to_stage(run_id, dataset, due_rows(run.store, dataset, due_path, offset, length), concurrency,
-                                    budget_left, access)
-    land_staged(run_id, staged)
+    staged, result, earlier = fetch_to_stage(run_id, dataset, due_rows(run.store, dataset, due_path, offset, length),
+                                             concurrency, budget_left, access, offset)
+    for location in [*earlier, staged]:
+        land_staged(run_id, location)
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
     return counts

@@ -180,9 +180,10 @@ def dask_cluster(tmp_path):
     started: dict[str, subprocess.Popen] = {}
 
     def start(name: str, *command: str) -> None:
+        (scratch := tmp_path / f"{name}-tmp").mkdir()  # its own $TMPDIR, as its own machine would have
         with (tmp_path / f"{name}.log").open("wb") as log:
-            started[name] = subprocess.Popen([dask, *command], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                             start_new_session=True)
+            started[name] = subprocess.Popen([dask, *command], env={**env, "TMPDIR": str(scratch)}, stdout=log,
+                                             stderr=subprocess.STDOUT, start_new_session=True)
 
     start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard")
     for n in (1, 2):
@@ -239,3 +240,81 @@ def test_a_dask_cluster_lost_mid_run_ends_in_one_line_with_the_run_recorded(lost
     assert ended_after < 60 * _overload()  # a hang guard stretched on a loaded box: the issue's 60 s when quiet
     (status, message), = _rows(db, "SELECT status, message FROM runs")
     assert status == "failed" and message == line.removeprefix("error: ")
+
+
+def _holder(path: Path) -> int | None:
+    """The process that has `path` open (a fetch task's journal: the worker writing it), if any."""
+    for fd in Path("/proc").glob("[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd) == str(path):
+                return int(fd.parts[2])
+        except OSError:
+            continue
+    return None
+
+
+@pytest.mark.parametrize("staging", ["folder", "s3"])
+def test_a_dask_worker_killed_mid_chunk_buys_nothing_twice_and_its_calls_reach_the_ledger(staging, dask_cluster,
+                                                                                         request, tmp_path):
+    """Dask runs a lost worker's task again on another worker. The re-run finds the lost attempt's journal in the shared
+    staging folder, or its copy on object storage (each worker has its own disk): what it was answered is not asked
+    again, and lands in this run; what it sent and never heard back, and what the copy may not show yet, is in the
+    ledger as `unknown` (it may have been billed), and is asked again."""
+    from prefect.settings import PREFECT_API_URL
+
+    from fleet_data.tasks.staging.journal import read_journal
+
+    address, processes = dask_cluster
+    journals = tmp_path / "staging"  # where the workers journal: the shared folder, else each its own scratch folder
+    options: list[str] = []
+    aws: dict[str, str] = {}
+    if staging == "s3":
+        relay, bucket = request.getfixturevalue("object_store")
+        journals, options = tmp_path, ["--staging", "s3://fleet-staging/runs"]
+        aws = {"AWS_ENDPOINT_URL": relay.url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1"}
+    fleet = tmp_path / "fleet.csv"
+    sample_rows(120).write_csv(fleet)
+    db = str(tmp_path / "fleet.duckdb")
+    sandbox = Sandbox.start_subprocess(["--latency-ms", "300", "--journal"])  # a chunk of 20 takes 3 s: mid-chunk
+    try:
+        env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT),
+               "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false", **aws}
+        command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", db, "--lake", "",
+                   "--datasets", "specs", "--chunk-size", "20", "--concurrency", "2", "--dask", address, *options]
+        child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        deadline, victim = time.monotonic() + BOUND, None
+        while victim is None:  # a journal with answers in it, still open in the worker fetching its chunk
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "no chunk was ever caught mid-fetch"
+            for journal in journals.glob("**/answers/*.arrows"):
+                if len(read_journal(journal).final_answers()) >= 3 and (pid := _holder(journal)) is not None:
+                    victim = next((name for name, p in processes.items() if p.pid == os.getpgid(pid)), None)
+                    break
+            time.sleep(0.05)
+        os.killpg(processes[victim].pid, signal.SIGKILL)
+        other = lambda name: "worker2" if name == "worker1" else "worker1"  # noqa: E731  # the worker and its nanny, as a machine lost
+        out, err = child.communicate(timeout=BOUND)
+        assert child.returncode == 0, err[-3000:]
+
+        billed, paid = sandbox.units(KEY), _paid(sandbox)
+        (recorded, unknown), = _rows(db, "SELECT sum(units), coalesce(sum(units) FILTER (billing = 'unknown'), 0) "
+                                         "FROM api_calls")
+        print(f"billed {billed}; the ledger says {recorded}, {unknown} of it unknown")
+        assert billed <= recorded <= billed + unknown  # every unit billed is in the ledger, in this run already
+        maybe_paid = {(e, v) for e, v in _rows(db, "SELECT endpoint, vin FROM api_calls WHERE billing = 'unknown'")}
+        twice = {call for call, n in paid.items() if n > 1}
+        assert twice <= maybe_paid  # only a call the lost worker sent and never heard back from was asked again
+        assert _rows(db, "SELECT planned, found + no_data + failed FROM run_datasets") == [(120, 120)]  # all answered
+        if staging == "s3":  # every staged file and copy landed; the lost worker's own journal stays on its disk
+            assert bucket.list_objects_v2(Bucket="fleet-staging").get("KeyCount", 0) == 0
+            assert not list((tmp_path / f"{other(victim)}-tmp").rglob("*.arrows"))
+        else:
+            assert not list(journals.rglob("*.arrows"))  # the lost attempt's journal landed in this run
+
+        again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=BOUND)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert sandbox.units(KEY) == billed  # the next run has nothing left to buy
+    finally:
+        sandbox.stop()
