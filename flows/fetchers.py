@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -40,7 +41,8 @@ from typing import Any
 
 from prefect.futures import PrefectFuture
 
-from fleet_data.tasks.control.resources import SERVICE_LOST, ResourceLost
+from fleet_data.tasks.control.resources import SERVICE_LOST, ResourceLost, halted
+from fleet_data.tasks.control.signals import cancelled
 from fleet_data.tasks.control import quiet
 from fleet_data.tasks.control.services import AGAIN, INTERVAL, ServiceWatch
 
@@ -97,10 +99,13 @@ class Fetchers:
         elif self.workers:
             from prefect.task_runners import ProcessPoolTaskRunner
 
+            self._stack.enter_context(api_for_workers())  # not a temporary server per worker process (orphaned when ended)
             self._runner = self._stack.enter_context(ProcessPoolTaskRunner(max_workers=self.workers))
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.workers and not self.dask and (cancelled(self.run_id) or halted(self.run_id)):
+            stop_pool(self._runner)
         self._stack.close()
 
     def result(self, future: PrefectFuture) -> dict[str, Any]:
@@ -135,6 +140,20 @@ class Fetchers:
         self.pids.add(staged["pid"])
 
 
+def stop_pool(runner: Any, grace: float = 2.0) -> None:
+    """A stopped run's `--workers` processes, ended: one still in a chunk (a retry waiting out a Retry-After of a
+    minute) would hold the pool's close, which waits for it. What it journalled stays on this machine's disk, where
+    the next run lands it, as after a kill. SIGTERM first; what is still there after `grace` seconds, SIGKILL."""
+    processes = [p for p in getattr(getattr(runner, "_executor", None), "_processes", {}).values() if p.is_alive()]
+    for process in processes:
+        process.terminate()
+    deadline = time.monotonic() + grace
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+
+
 def chunk_counts(staged: dict[str, Any]) -> dict[str, Any]:
     """A fetch task's counts, as the summary adds them up."""
     return {k: v for k, v in staged.items() if k not in ("staged", "earlier", "pid")}
@@ -146,11 +165,12 @@ class ClusterError(UsageError, ValueError):
 
 @contextlib.contextmanager
 def api_for_workers() -> Iterator[str]:
-    """The flow's Prefect API, in the settings that travel with each task to a Dask worker.
+    """The flow's Prefect API, in the settings that travel with each task to a Dask worker or a `--workers` process.
 
     With PREFECT_API_URL set, that one. Without, the flow runs on Prefect's temporary server, which a
-    worker's settings do not name: the worker would start one of its own (a server per worker process,
-    left running when the workers stop). So the temporary server's address is set for the block.
+    worker's settings do not name: the worker would start one of its own (a server per worker process, 10 s or
+    more each, left running when the workers stop or are ended by a stop signal). So the temporary server's
+    address is set for the block.
     """
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
