@@ -24,8 +24,10 @@ the flow stops handing out a dataset's chunks as soon as one comes back stopped,
 process learns of the refusal with its own first refused call. `--concurrency` bounds calls in flight
 per fetch task, so per dataset up to `--workers` times that many; a retry waiting out a Retry-After
 is not handed to another process's chunk: its own chunk waits it out. Progress bars advance as
-staged files land rather than per answer. A SIGTERM cancels the flow's process; fetch tasks already
-running elsewhere finish their chunk, and their files are landed by the next run if this one is gone.
+staged files land rather than per answer. A SIGTERM cancels the flow's process, and the run's stop reaches the
+chunks elsewhere: `--workers` processes still in a chunk are ended after the chunks' deadline (`stop_pool`), chunks
+on a Dask cluster watch an Event the flow sets (tasks/control/remote_stop.py); what they journalled lands in the
+next run.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from prefect.futures import PrefectFuture
 
 from fleet_data.tasks.control.resources import SERVICE_LOST, ResourceLost, halted
 from fleet_data.tasks.control.signals import cancelled
-from fleet_data.tasks.control import quiet
+from fleet_data.tasks.control import quiet, remote_stop
 from fleet_data.tasks.control.services import AGAIN, INTERVAL, ServiceWatch
 
 from fleet_data.tasks.errors import UsageError
@@ -79,7 +81,8 @@ class Fetchers:
     def __enter__(self) -> "Fetchers":
         self._access = FetchAccess.of_this_process(self.staging.fetch_target(), self.retry_window)
         if self.dask:
-            self._access = self._access.model_copy(update={"copies": True})  # a lost worker's task runs elsewhere
+            self._access = self._access.model_copy(update={  # a lost worker's task runs elsewhere; a stop reaches them
+                "copies": True, "stop_event": remote_stop.name(self.run_id)})
             from prefect_dask import DaskTaskRunner
 
             try:
@@ -90,6 +93,10 @@ class Fetchers:
                 watch = ClusterWatch(self.run_id, self.dask, self._runner.client)  # lost mid-run: the run halts
                 watch.start()
                 self._stack.callback(watch.stop)
+                relay = remote_stop.Relay(self.run_id, self._runner.client,
+                                          lambda: cancelled(self.run_id) or halted(self.run_id) is not None)
+                relay.start()
+                self._stack.callback(relay.stop)
             except (OSError, TimeoutError) as exc:
                 self._stack.close()
                 raise ClusterError(unreachable(self.dask, exc)) from None

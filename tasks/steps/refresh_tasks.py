@@ -36,7 +36,7 @@ from fleet_data.tasks.steps import refresh_steps as steps
 from fleet_data.tasks.outputs.changes import change_message
 from fleet_data.connectors.notify import PostRetries, post_json
 from fleet_data.connectors.transport import run_calls
-from fleet_data.tasks.control import prefect_api, quiet, resources, stops
+from fleet_data.tasks.control import prefect_api, quiet, remote_stop, resources, stops
 from fleet_data.tasks.control.signals import cancelled
 from fleet_data.tasks.fetch.enrich import fetch_chunk
 from fleet_data.tasks.control.budget import Budget
@@ -219,6 +219,7 @@ class FetchAccess(BaseModel):
     # On a Dask cluster a lost worker's task runs again elsewhere: a running chunk keeps a copy of its journal on the
     # object storage it stages on, for that re-run to read (tasks/staging/mirror.py).
     copies: bool = False
+    stop_event: str | None = None  # on a Dask cluster: the Event the flow sets when the run stops (tasks/control/remote_stop.py)
 
     @classmethod
     def of_this_process(cls, staging: str, retry_window: float | None) -> "FetchAccess":
@@ -339,7 +340,8 @@ def fetch_staged_chunk(run_id: str, dataset: str, rows: list[dict], offset: int,
     """
     if access.quiet:  # a `--workers` process: its terminal lines for a fault held back, as the flow's are
         quiet.install()
-    staged, result, earlier = fetch_to_stage(run_id, dataset, rows, concurrency, budget_left, access, offset)
+    with remote_stop.watched(run_id, access.stop_event):
+        staged, result, earlier = fetch_to_stage(run_id, dataset, rows, concurrency, budget_left, access, offset)
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
     return {**counts, "staged": staged, "earlier": earlier, "pid": os.getpid()}

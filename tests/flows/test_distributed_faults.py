@@ -318,3 +318,54 @@ def test_a_dask_worker_killed_mid_chunk_buys_nothing_twice_and_its_calls_reach_t
         assert sandbox.units(KEY) == billed  # the next run has nothing left to buy
     finally:
         sandbox.stop()
+
+
+def _running(dask_worker) -> int:
+    """Run on each Dask worker: the tasks its threads still run (one whose future was released runs on, unseen by the
+    scheduler, until it returns)."""
+    return len(dask_worker.active_threads)
+
+
+def test_a_stop_signal_ends_a_dask_run_within_seconds_while_its_chunks_sit_out_a_retry_after(dask_cluster, tmp_path):
+    """SIGTERM with `--dask` while the workers' chunks wait out the spec's full Retry-After (60 s): the command ends,
+    recorded `cancelled`, within seconds, and so do its chunks on the cluster: no call starts after the stop, not a
+    minute later when their retries were due (docs/stopping.md)."""
+    import distributed
+    from prefect.settings import PREFECT_API_URL
+
+    from fleet_data.tasks.exitcodes import CANCELLED
+
+    address, _ = dask_cluster
+    fleet = tmp_path / "fleet.csv"
+    sample_rows(200).write_csv(fleet)
+    db = str(tmp_path / "fleet.duckdb")
+    sandbox = Sandbox.start_subprocess(["--fault-rate", "0.3", "--fault-statuses", "502,503,504", "--latency-ms", "20",
+                                        "--journal"])
+    try:
+        env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT),
+               "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false"}
+        command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", db, "--lake", "",
+                   "--datasets", "specs,market_value", "--chunk-size", "50", "--concurrency", "4", "--dask", address]
+        child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+        deadline = time.monotonic() + BOUND
+        while sum(c["key"] == KEY and c["status"] != 200 for c in sandbox.journal()) < 5:  # retries are waiting
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the refresh never reached its calls"
+            time.sleep(0.1)
+        child.send_signal(signal.SIGTERM)
+        stopped_at = time.monotonic()
+        out, err = child.communicate(timeout=BOUND)
+        ended_after = time.monotonic() - stopped_at
+        print(f"ended {ended_after:.1f} s after SIGTERM")
+        with distributed.Client(address, timeout=60) as client:  # the chunks on the cluster stopped too: no more calls
+            while busy := {w: n for w, n in client.run(_running).items() if n}:
+                assert time.monotonic() - stopped_at < 10 * _overload(), f"still fetching on the cluster: {busy}"
+                time.sleep(0.25)
+    finally:
+        sandbox.stop()
+    assert child.returncode == CANCELLED, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    assert ended_after < 10 * _overload()  # docs/stopping.md's 10 s, stretched on a loaded box; a Retry-After is 60
+    (status,), = _rows(db, "SELECT status FROM runs")
+    assert status == "cancelled"
