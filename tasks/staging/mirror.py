@@ -11,8 +11,9 @@ its journal is put beside where the finished one goes:
   copy is never more than `AHEAD` calls behind the file, and a re-run that finds it counts at most that many
   calls it cannot see (tasks/staging/attempts.py), as `unknown`: the ledger never holds less than was billed.
 
-The finished journal's put replaces the copy. A copy that cannot be put (the object store gone) raises the run's
-halt (ResourceLost, exit code 9) from the call that waits for it; one put on the timer that fails is only logged.
+The finished journal's put replaces the copy. The first copy that cannot be put ends the copies; the call that then
+waits for one raises what failed (the object store gone: the run's halt, ResourceLost, exit code 9), so no call goes
+further than `AHEAD` past the last copy in place.
 """
 
 from __future__ import annotations

@@ -1,0 +1,76 @@
+"""The memory each step of a refresh needs: the flow's process sampled every 50 ms, each sample counted in the phase
+its progress file names (docs/scale.md, "Memory per step"; issue 28).
+
+    python -m tests.bench.step_memory 1000 100000 --dry-run 1000000
+
+For each size, a fleet from the ingest bench's generator, a fresh database, `fleet refresh --datasets specs` against
+the sandbox in its own process at 0 ms (`--dry-run` sizes: `fleet refresh --dry-run`, ingest and plan only). Prints
+the peak RSS of the flow's process per phase (its Prefect server and the sandbox are other processes, not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import psutil
+
+from fleet_data.connectors.sandbox import Sandbox
+from tests.bench.test_ingest_bench import make_big_fleet
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def measure(rows: int, dry_run: bool, sandbox: Sandbox, folder: Path) -> tuple[dict[str, float], float]:
+    fleet, db = folder / f"fleet-{rows}.csv", folder / f"fleet-{rows}-{int(dry_run)}.duckdb"
+    if not fleet.exists():
+        make_big_fleet(fleet, rows, 7)
+    env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": "step_memory", "DO_NOT_TRACK": "1",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "",
+               "--datasets", "specs", *(["--dry-run"] if dry_run else [])]
+    started = time.monotonic()
+    child = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    watched, progress = psutil.Process(child.pid), Path(f"{db}.progress.json")
+    peaks: dict[str, float] = defaultdict(float)
+    phase = "starting"
+    while child.poll() is None:
+        try:
+            phase = json.loads(progress.read_text()).get("phase", phase)
+        except (OSError, ValueError):
+            pass
+        try:
+            peaks[phase] = max(peaks[phase], watched.memory_info().rss / 2**20)
+        except psutil.Error:
+            break
+        time.sleep(0.05)
+    assert child.wait() == 0, f"{command} exited {child.returncode}"
+    return dict(peaks), time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("rows", type=int, nargs="*", default=[1_000, 100_000])
+    parser.add_argument("--dry-run", type=int, nargs="*", default=[1_000_000], dest="dry")
+    args = parser.parse_args()
+    sandbox = Sandbox.start_subprocess(["--latency-ms", "0"])
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            for rows, dry in [*((r, False) for r in args.rows), *((r, True) for r in args.dry)]:
+                peaks, wall = measure(rows, dry, sandbox, Path(scratch))
+                steps = ", ".join(f"{phase} {mib:.0f}" for phase, mib in peaks.items())
+                print(f"{rows:>9,} rows{' (dry run)' if dry else ''}: {wall:.0f} s; peak MiB per phase: {steps}",
+                      flush=True)
+    finally:
+        sandbox.stop()
+
+
+if __name__ == "__main__":
+    main()
