@@ -201,9 +201,21 @@ def dask_cluster(tmp_path):
             process.wait(timeout=30)
 
 
+def _refresh_on_dask(sandbox: Sandbox, fleet: Path, db: str, address: str, *options: str,
+                     env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`fleet refresh` of `fleet` into `db` with its fetch tasks on the Dask cluster at `address`, in its own process."""
+    from prefect.settings import PREFECT_API_URL
+
+    environment = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT),
+                   "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false", **(env or {})}
+    command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", db, "--lake", "",
+               *options, "--dask", address]
+    return subprocess.Popen(command, cwd=fleet.parent, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
 @pytest.mark.parametrize("lost", ["scheduler", "every worker"])
 def test_a_dask_cluster_lost_mid_run_ends_in_one_line_with_the_run_recorded(lost, dask_cluster, tmp_path):
-    from prefect.settings import PREFECT_API_URL
 
     address, processes = dask_cluster
     fleet = tmp_path / "fleet.csv"
@@ -211,12 +223,8 @@ def test_a_dask_cluster_lost_mid_run_ends_in_one_line_with_the_run_recorded(lost
     db = str(tmp_path / "fleet.duckdb")
     sandbox = Sandbox.start_subprocess(["--latency-ms", "300"])  # long enough to be mid-run at the loss
     try:
-        env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT),
-               "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false"}
-        command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", db, "--lake", "",
-                   "--datasets", "specs", "--chunk-size", "10", "--concurrency", "2", "--dask", address]
-        child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True)
+        child = _refresh_on_dask(sandbox, fleet, db, address, "--datasets", "specs", "--chunk-size", "10",
+                                 "--concurrency", "2")
         deadline = time.monotonic() + BOUND
         while sandbox.units(KEY) < 15:
             assert child.poll() is None, child.communicate()
@@ -260,7 +268,6 @@ def test_a_dask_worker_killed_mid_chunk_buys_nothing_twice_and_its_calls_reach_t
     staging folder, or its copy on object storage (each worker has its own disk): what it was answered is not asked
     again, and lands in this run; what it sent and never heard back, and what the copy may not show yet, is in the
     ledger as `unknown` (it may have been billed), and is asked again."""
-    from prefect.settings import PREFECT_API_URL
 
     from fleet_data.tasks.staging.journal import read_journal
 
@@ -278,12 +285,8 @@ def test_a_dask_worker_killed_mid_chunk_buys_nothing_twice_and_its_calls_reach_t
     db = str(tmp_path / "fleet.duckdb")
     sandbox = Sandbox.start_subprocess(["--latency-ms", "300", "--journal"])  # a chunk of 20 takes 3 s: mid-chunk
     try:
-        env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT),
-               "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false", **aws}
-        command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", db, "--lake", "",
-                   "--datasets", "specs", "--chunk-size", "20", "--concurrency", "2", "--dask", address, *options]
-        child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True)
+        refresh = ["--datasets", "specs", "--chunk-size", "20", "--concurrency", "2", *options]
+        child = _refresh_on_dask(sandbox, fleet, db, address, *refresh, env=aws)
         deadline, victim = time.monotonic() + BOUND, None
         while victim is None:  # a journal with answers in it, still open in the worker fetching its chunk
             assert child.poll() is None, child.communicate()
@@ -313,8 +316,9 @@ def test_a_dask_worker_killed_mid_chunk_buys_nothing_twice_and_its_calls_reach_t
         else:
             assert not list(journals.rglob("*.arrows"))  # the lost attempt's journal landed in this run
 
-        again = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=BOUND)
-        assert again.returncode == 0, again.stderr[-3000:]
+        again = _refresh_on_dask(sandbox, fleet, db, address, *refresh, env=aws)
+        _, again_err = again.communicate(timeout=BOUND)
+        assert again.returncode == 0, again_err[-3000:]
         assert sandbox.units(KEY) == billed  # the next run has nothing left to buy
     finally:
         sandbox.stop()
@@ -331,7 +335,6 @@ def test_a_stop_signal_ends_a_dask_run_within_seconds_while_its_chunks_sit_out_a
     recorded `cancelled`, within seconds, and so do its chunks on the cluster: no call starts after the stop, not a
     minute later when their retries were due (docs/stopping.md)."""
     import distributed
-    from prefect.settings import PREFECT_API_URL
 
     from fleet_data.tasks.exitcodes import CANCELLED
 
@@ -342,12 +345,8 @@ def test_a_stop_signal_ends_a_dask_run_within_seconds_while_its_chunks_sit_out_a
     sandbox = Sandbox.start_subprocess(["--fault-rate", "0.3", "--fault-statuses", "502,503,504", "--latency-ms", "20",
                                         "--journal"])
     try:
-        env = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT),
-               "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_LOGGING_TO_API_ENABLED": "false"}
-        command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", db, "--lake", "",
-                   "--datasets", "specs,market_value", "--chunk-size", "50", "--concurrency", "4", "--dask", address]
-        child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True)
+        child = _refresh_on_dask(sandbox, fleet, db, address, "--datasets", "specs,market_value", "--chunk-size", "50",
+                                 "--concurrency", "4")
         deadline = time.monotonic() + BOUND
         while sum(c["key"] == KEY and c["status"] != 200 for c in sandbox.journal()) < 5:  # retries are waiting
             assert child.poll() is None, child.communicate()
