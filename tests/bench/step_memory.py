@@ -5,7 +5,9 @@ its progress file names (docs/scale.md, "Memory per step"; issue 28).
 
 For each size, a fleet from the ingest bench's generator, a fresh database, `fleet refresh --datasets specs` against
 the sandbox in its own process at 0 ms (`--dry-run` sizes: `fleet refresh --dry-run`, ingest and plan only). Prints
-the peak RSS of the flow's process per phase (its Prefect server and the sandbox are other processes, not counted).
+the peak RSS of the flow's process per phase (its Prefect server and the sandbox are other processes, not counted),
+and for a refresh the rate answers landed at in each fifth of them (the progress file's count, sampled with the
+memory): a landing that slows as the store grows shows as a last fifth slower than the second.
 """
 
 from __future__ import annotations
@@ -28,7 +30,17 @@ from tests.bench.test_ingest_bench import make_big_fleet
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def measure(rows: int, dry_run: bool, sandbox: Sandbox, folder: Path) -> tuple[dict[str, float], float]:
+def by_fifth(landed: list[tuple[float, int]]) -> list[float]:
+    """Answers per second in each fifth of the answers, from (seconds, answers landed) samples."""
+    total = landed[-1][1] if landed else 0
+    if total < 5:
+        return []
+    crossed = [next(t for t, n in landed if n >= total * k / 5) for k in range(1, 6)]
+    starts = [next(t for t, n in landed if n > 0), *crossed[:-1]]
+    return [total / 5 / max(end - start, 1e-3) for start, end in zip(starts, crossed)]
+
+
+def measure(rows: int, dry_run: bool, sandbox: Sandbox, folder: Path) -> tuple[dict[str, float], float, list[float]]:
     fleet, db = folder / f"fleet-{rows}.csv", folder / f"fleet-{rows}-{int(dry_run)}.duckdb"
     if not fleet.exists():
         make_big_fleet(fleet, rows, 7)
@@ -41,10 +53,13 @@ def measure(rows: int, dry_run: bool, sandbox: Sandbox, folder: Path) -> tuple[d
     watched, progress = psutil.Process(child.pid), Path(f"{db}.progress.json")
     peaks: dict[str, float] = defaultdict(float)
     phase = "starting"
+    landed: list[tuple[float, int]] = []
     while child.poll() is None:
         try:
-            phase = json.loads(progress.read_text()).get("phase", phase)
-        except (OSError, ValueError):
+            state = json.loads(progress.read_text())
+            phase = state.get("phase", phase)
+            landed.append((time.monotonic(), sum(d["done"] for d in state.get("datasets", {}).values())))
+        except (OSError, ValueError, KeyError, TypeError):
             pass
         try:
             peaks[phase] = max(peaks[phase], watched.memory_info().rss / 2**20)
@@ -52,7 +67,7 @@ def measure(rows: int, dry_run: bool, sandbox: Sandbox, folder: Path) -> tuple[d
             break
         time.sleep(0.05)
     assert child.wait() == 0, f"{command} exited {child.returncode}"
-    return dict(peaks), time.monotonic() - started
+    return dict(peaks), time.monotonic() - started, by_fifth(landed)
 
 
 def main() -> None:
@@ -64,10 +79,13 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as scratch:
             for rows, dry in [*((r, False) for r in args.rows), *((r, True) for r in args.dry)]:
-                peaks, wall = measure(rows, dry, sandbox, Path(scratch))
+                peaks, wall, rates = measure(rows, dry, sandbox, Path(scratch))
                 steps = ", ".join(f"{phase} {mib:.0f}" for phase, mib in peaks.items())
                 print(f"{rows:>9,} rows{' (dry run)' if dry else ''}: {wall:.0f} s; peak MiB per phase: {steps}",
                       flush=True)
+                if rates:
+                    print(f"{'':>15}answers landed per second by fifth: {', '.join(f'{r:,.0f}' for r in rates)}; "
+                          f"last fifth / second fifth {rates[4] / rates[1]:.2f}", flush=True)
     finally:
         sandbox.stop()
 
