@@ -7,7 +7,8 @@
 Only fetch tasks go there; ingest, plan, recall batches, landing and finishing stay in the flow's
 process, which is the one writer of the database. A fetch task takes a slice of the due list and
 returns where it staged the answers (`--staging`, else the run's local staging folder); the flow
-lands each file as it arrives (tasks/steps/refresh_tasks.py `land_staged_chunk`).
+lands the files as they arrive, those that came back together in one transaction
+(tasks/steps/refresh_tasks.py `land_staged_chunk`).
 
 What a fetch task needs reaches it from the flow, never from the worker's environment: the service's
 base URL and key, the staging area's endpoint and credentials, the retry window, in one task parameter
@@ -138,13 +139,21 @@ class Fetchers:
             return fetch_staged_chunk.submit(**parameters)  # type: ignore[call-overload]
         return self._runner.submit(fetch_staged_chunk, parameters)
 
-    def land(self, dataset: str, staged: dict[str, Any]) -> None:
-        """Land what a fetch task staged (one writer: this process): the journals of its chunk's lost attempts first."""
-        for location in [*staged.get("earlier", ()), staged["staged"]]:
-            land_staged_chunk(self.run_id, dataset, location)
-        if staged["pid"] != os.getpid():  # fetched elsewhere: nobody advanced this process's bars
-            progress.current().advance(dataset, sum(staged[k] for k in ("found", "no_data", "failed", "pending")))
-        self.pids.add(staged["pid"])
+    def land(self, chunks: list[tuple[str, dict[str, Any]]]) -> None:
+        """Land what fetch tasks staged (one writer: this process), the chunks that came back together in one
+        transaction. A chunk with journals of lost attempts (a Dask worker gone mid-chunk) lands alone, those first,
+        as they were fetched: an answer there may be a failure its re-run answered."""
+        together = [staged["staged"] for _, staged in chunks if not staged.get("earlier")]
+        if together:
+            land_staged_chunk(self.run_id, ", ".join(dict.fromkeys(d for d, s in chunks if not s.get("earlier"))),
+                              together)
+        for dataset, staged in chunks:
+            if staged.get("earlier"):
+                for location in [*staged["earlier"], staged["staged"]]:
+                    land_staged_chunk(self.run_id, dataset, [location])
+            if staged["pid"] != os.getpid():  # fetched elsewhere: nobody advanced this process's bars
+                progress.current().advance(dataset, sum(staged[k] for k in ("found", "no_data", "failed", "pending")))
+            self.pids.add(staged["pid"])
 
 
 def stop_pool(runner: Any, grace: float = 2.0) -> None:

@@ -63,6 +63,17 @@ class InFlight(Generic[T]):
                 return future, self._tags.pop(future)
         return None
 
+    def ready(self) -> list[tuple[Any, T]]:
+        """The futures that have finished besides, without waiting, with their tags."""
+        finished: list[tuple[Any, T]] = []
+        while True:
+            try:
+                future = self._done.get_nowait()
+            except queue.Empty:
+                return finished
+            if future in self._tags:
+                finished.append((future, self._tags.pop(future)))
+
     def leave(self) -> list[T]:
         """Stop waiting for what is still out; the tags of what was left."""
         left, self._tags = list(self._tags.values()), {}

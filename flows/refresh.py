@@ -88,16 +88,18 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
                 while chunks:
                     _leave_pending(summary["datasets"][dataset], chunks.popleft()[1], _stopped(fetchers.run_id) or CANCELLED)
             return
-        future, (dataset, length) = finished
-        staged = _staged(fetchers, future)
-        if staged is None:  # a service lost under it: its journal stays where the next run finds it
-            _leave_pending(summary["datasets"][dataset], length, _stopped(fetchers.run_id) or CANCELLED)
-        else:
+        landing = []  # this chunk and every other back by now: they land in one transaction
+        for future, (dataset, length) in [finished, *running.ready()]:
+            staged = _staged(fetchers, future)
+            if staged is None:  # a service lost under it: its journal stays where the next run finds it
+                _leave_pending(summary["datasets"][dataset], length, _stopped(fetchers.run_id) or CANCELLED)
+                continue
             record_chunk(summary["datasets"][dataset], chunk_counts(staged))
             fill(dataset)  # the next chunk fetches while this one lands
-        if staged is not None and not cancelled(fetchers.run_id):  # stopped: the answers stay journalled
-            with service_lost(fetchers.run_id):  # not landed: the staged file stays for the next run
-                fetchers.land(dataset, staged)
+            landing.append((dataset, staged))
+        if landing and not cancelled(fetchers.run_id):  # stopped: the answers stay journalled
+            with service_lost(fetchers.run_id):  # not landed: the staged files stay for the next run
+                fetchers.land(landing)
         for waiting in lanes:  # the history's last chunk landed: the valuations start (halted: left pending)
             fill(waiting)
 
@@ -245,7 +247,7 @@ def _fetch(plan: Plan, options: RefreshOptions, summary: dict[str, Any], fetcher
             staged = finished[0].result()
             budget = budget_left(budget, record_chunk(counts, chunk_counts(staged)))
             if not cancelled(fetchers.run_id):  # stopped: the answers stay journalled; the next run lands them
-                fetchers.land(dataset, staged)
+                fetchers.land([(dataset, staged)])
     return budget
 
 

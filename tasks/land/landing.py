@@ -24,7 +24,8 @@ from fleet_data.tasks.staging import area as staging_store
 from fleet_data.tasks.staging import staged_chunk
 from fleet_data.tasks.staging.chunk import ChunkResult
 from fleet_data.tasks.staging.journal import worth_landing
-from fleet_data.tasks.land.shred import FAILURE_DATASET, bookkeeping_params, shred, shred_tables, staged_tables
+from fleet_data.tasks.land.shred import (BOOKKEEPING, FAILURE_DATASET, bookkeeping_params, shred, shred_tables,
+                                         staged_tables)
 from fleet_data.tasks.staging.staged_chunk import StagedTables
 from fleet_data.tasks.store.database import Database
 
@@ -131,6 +132,26 @@ def land_answers(db: Database, run_id: str, dataset: str, answers: pa.Table | St
     """
     staged = answers if isinstance(answers, StagedTables) else StagedTables(dataset, staged_tables(dataset, answers))
     return db.land_chunk(dict(staged.tables), run_id)
+
+
+def land_together(db: Database, run_id: str, chunks: list[tuple[str, pa.Table | StagedTables]]) -> dict[str, int]:
+    """Land several chunks' answers in ONE transaction, all or nothing: each table's rows of every chunk at once.
+
+    A transaction costs about 30 statements and a COMMIT whatever its size, so the chunks that came back while the
+    last landing ran land together (flows/refresh.py). Their VINs are their datasets' own (a due list names a
+    VIN once), so landing them together leaves what landing them one by one leaves. The data tables land before
+    the bookkeeping, as in one chunk: freshness and the change feed compare with the answers landed.
+    """
+    staged = [answers if isinstance(answers, StagedTables) else StagedTables(dataset, staged_tables(dataset, answers))
+              for dataset, answers in chunks]
+    if len(staged) == 1:
+        return db.land_chunk(dict(staged[0].tables), run_id)
+    parts: dict[str, list[pa.Table]] = {}
+    for chunk in staged:
+        for table, rows in chunk.tables.items():
+            parts.setdefault(table, []).append(rows)
+    order = [t for t in parts if t not in BOOKKEEPING] + [t for t in BOOKKEEPING if t in parts]
+    return db.land_chunk({t: pa.concat_tables(parts[t], promote_options="default") for t in order}, run_id)
 
 
 def calls_not_recorded(db: Database, calls: pl.DataFrame) -> pl.DataFrame:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
@@ -45,7 +45,7 @@ from fleet_data.tasks.staging.chunk import ChunkResult
 from fleet_data.tasks.control.failpoints import failpoint
 from fleet_data.tasks.ingest.fleet_files import read_fleet
 from fleet_data.tasks.staging.journal import PLATE_LOOKUPS, AnswerJournal, read_journal, worth_landing
-from fleet_data.tasks.land.landing import land_answers, remove_staged, staged_at
+from fleet_data.tasks.land.landing import land_together, remove_staged, staged_at
 from fleet_data.tasks.fetch.lanes import fetch_turn
 from fleet_data.tasks.control.logtext import fields
 from fleet_data.tasks.plan.due import due_rows, read_vins
@@ -297,35 +297,47 @@ def _logger() -> Any:
         return logging.getLogger(__name__)
 
 
-def land_staged(run_id: str, staged: str) -> None:
-    """Land one staged chunk in one transaction, then delete its files (the flow's one writer does this).
+def land_staged(run_id: str, *staged: str) -> None:
+    """Land staged chunks in one transaction, then delete their files (the flow's one writer does this).
 
     The typed tables the fetch staged land as they are; a journal without them is shredded first
-    (land_answers), wherever the chunk was fetched. A kill or a failed landing leaves a local file to the
+    (land_together), wherever the chunk was fetched. A kill or a failed landing leaves the local files to the
     next run (`plan_refresh`).
     """
     failpoint("staged")  # crash tests: the chunk is staged (on S3 with --staging), not landed yet
-    with staged_at(staged) as typed:
-        answers: pa.Table | StagedTables | None = typed
-        if typed is None:
-            with opened(staged) as path:
+    run = current(run_id)
+    with ExitStack() as held:  # a remote file is downloaded for the landing; a local one memory-mapped
+        chunks: list[tuple[str, pa.Table | StagedTables]] = []
+        for location in staged:
+            typed = held.enter_context(staged_at(location))
+            if typed is not None:
+                chunks.append((typed.dataset, typed))
+                continue
+            with opened(location) as path:
                 journal = read_journal(path)
-            answers = journal.table if worth_landing(journal.table) else None
-        dataset = typed.dataset if typed is not None else journal.dataset
-        run = current(run_id)
-        if answers is not None:
+            if worth_landing(journal.table):
+                chunks.append((journal.dataset, journal.table))
+        if chunks:
             try:
-                land_answers(run.store, run_id, dataset, answers)
+                land_together(run.store, run_id, chunks)
             except Exception as exc:
                 if not resources.write_failed(run_id, exc):
                     raise
-                # The run is halted: no new call starts. The chunk stays staged for the next run to land.
-                _logger().info("%s: not landed, the disk is full; it stays staged for the next run", dataset)
+                # The run is halted: no new call starts. The chunks stay staged for the next run to land.
+                _logger().info("%s: not landed, the disk is full; it stays staged for the next run",
+                               ", ".join(sorted({dataset for dataset, _ in chunks})))
                 return
-    failpoint("landed")  # crash tests: the chunk landed, its journal not yet deleted
-    remove_staged(staged)
-    if answers is not None:
+    failpoint("landed")  # crash tests: the chunks landed, their journals not yet deleted
+    for location in staged:
+        remove_staged(location)
+    if chunks:
         run.publish_if_due()  # analysts see long runs' progress every few minutes
+
+
+@task(name="land-chunk", task_run_name="land {dataset}", **TASK)
+def land_staged_chunk(run_id: str, dataset: str, staged: list[str]) -> None:
+    """Land chunks fetch tasks staged (`dataset`: what they answered, for the task's name), in one transaction."""
+    land_staged(run_id, *staged)
 
 
 @task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
@@ -345,12 +357,6 @@ def fetch_staged_chunk(run_id: str, dataset: str, rows: list[dict], offset: int,
     counts = chunk_counts(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
     return {**counts, "staged": staged, "earlier": earlier, "pid": os.getpid()}
-
-
-@task(name="land-chunk", task_run_name="land {dataset}", **TASK)
-def land_staged_chunk(run_id: str, dataset: str, staged: str) -> None:
-    """Land a chunk a fetch task staged."""
-    land_staged(run_id, staged)
 
 
 @task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)

@@ -58,7 +58,8 @@ def measure(rows: int, dry_run: bool, sandbox: Sandbox, folder: Path) -> tuple[d
         try:
             state = json.loads(progress.read_text())
             phase = state.get("phase", phase)
-            landed.append((time.monotonic(), sum(d["done"] for d in state.get("datasets", {}).values())))
+            landed.append((time.monotonic(), sum(d["done"] for d in state.get("datasets", {}).values()
+                                                 if d["description"].startswith("Fetching"))))  # not ingest, plates
         except (OSError, ValueError, KeyError, TypeError):
             pass
         try:

@@ -444,13 +444,13 @@ def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_san
     monkeypatch.setenv("VDS_BASE_URL", slow_sandbox.url)
     monkeypatch.setenv("VDS_API_KEY", key)
     db = str(tmp_path / "fleet.duckdb")
-    real_land, real_failpoint = fleet_data.tasks.steps.refresh_tasks.land_answers, fleet_data.tasks.store.database.failpoint
+    real_land, real_failpoint = fleet_data.tasks.steps.refresh_tasks.land_together, fleet_data.tasks.store.database.failpoint
     landing_market_values, refused, guard = threading.local(), [], threading.Lock()
 
-    def land(store, run_id, dataset, answers):
-        landing_market_values.on = dataset == "market_value"
+    def land(store, run_id, chunks):  # the chunks back at once land together: a market value among them is refused
+        landing_market_values.on = any(dataset == "market_value" for dataset, _ in chunks)
         try:
-            return real_land(store, run_id, dataset, answers)
+            return real_land(store, run_id, chunks)
         finally:
             landing_market_values.on = False
 
@@ -462,11 +462,11 @@ def test_a_landing_that_fails_leaves_its_answers_for_the_next_run(runs, slow_san
             raise fleet_data.tasks.store.database.DatabaseError("could not set lock on file (injected)")
         real_failpoint(name)
 
-    monkeypatch.setattr(fleet_data.tasks.steps.refresh_tasks, "land_answers", land)
+    monkeypatch.setattr(fleet_data.tasks.steps.refresh_tasks, "land_together", land)
     monkeypatch.setattr(fleet_data.tasks.store.database, "failpoint", failpoint)
     with pytest.raises(Exception, match="injected"):
         refresh_fleet([fleet], RefreshOptions(db=db, **RUN_OPTIONS))
-    monkeypatch.setattr(fleet_data.tasks.steps.refresh_tasks, "land_answers", real_land)
+    monkeypatch.setattr(fleet_data.tasks.steps.refresh_tasks, "land_together", real_land)
     monkeypatch.setattr(fleet_data.tasks.store.database, "failpoint", real_failpoint)
 
     landed = {vin for (vin,) in read(db, "SELECT vin FROM fetch_status WHERE dataset = 'market_value'")}

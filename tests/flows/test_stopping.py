@@ -170,7 +170,7 @@ def test_a_second_signal_stops_at_once(faulty_sandbox, fleet, tmp_path):
     run = _start("cli", fleet, db, "stop_twice", faulty_sandbox, tmp_path / "prefect-home")
     started: set[psutil.Process] = set()
     try:
-        _wait_for_answers(run, db, started)
+        _wait_for_answers(run, started, lambda: len(_answered(faulty_sandbox.journal(), "stop_twice")))
         os.kill(run.pid, signal.SIGTERM)
         time.sleep(0.2)
         os.kill(run.pid, signal.SIGTERM)

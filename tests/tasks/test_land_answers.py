@@ -21,7 +21,7 @@ from fleet_data.tasks.control.calls import Calls
 from fleet_data.tasks.fetch.enrich import fetch_chunk
 from fleet_data.tasks.staging import staged_chunk
 from fleet_data.tasks.staging.journal import AnswerJournal, read_journal
-from fleet_data.tasks.land.landing import land_answers, land_enrichment
+from fleet_data.tasks.land.landing import land_answers, land_enrichment, land_together
 from fleet_data.tasks.land.recover import land_journals
 from fleet_data.tasks.land.shred import staged_tables
 from fleet_data.tasks.staging.staged_chunk import StagedTables
@@ -172,3 +172,51 @@ async def test_raw_answers_failures_and_calls_name_an_endpoint_alike_so_they_joi
         joined = db.sql("SELECT count(*) FROM raw_responses AS r JOIN (SELECT DISTINCT endpoint FROM api_calls) "
                         "USING (endpoint)").item()
         assert joined == db.sql("SELECT count(*) FROM raw_responses").item()
+
+
+DATASETS = ["specs", "market_value", "history", "lien_theft", "recall_details"]
+
+
+async def _staged_chunks(sandbox, tmp_path: Path, key: str) -> list[tuple[str, StagedTables]]:
+    """Every per-VIN dataset's answers for VINS in two chunks each, staged as fetch tasks stage them."""
+    settings = Settings(api_key=key, base_url=sandbox.url, retry=QUICK_RETRIES)
+    chunks = []
+    for dataset in DATASETS:
+        for rows_of_chunk in (ROWS[:3], ROWS[3:]):
+            with AnswerJournal.create(tmp_path, RUN, dataset, secrets=(key,)) as journal:
+                await fetch_chunk(dataset, rows_of_chunk, calls=Calls(settings=settings, concurrency=2), journal=journal)
+            chunks.append((dataset, StagedTables(dataset, staged_tables(dataset, read_journal(journal.path).table))))
+    return chunks
+
+
+async def test_chunks_landed_together_leave_what_landing_them_one_by_one_leaves(tmp_path):
+    """The flow lands the chunks that came back together in one transaction (`land_together`): every table, the
+    change feed included, ends as it does when each chunk lands alone, over an empty store and over one holding
+    older answers that the new ones change."""
+    changed = VINS[0]  # a VIN with lien/theft events
+    with run_sandbox(SandboxConfig()) as sandbox, open_database(tmp_path / "alone.duckdb") as alone, \
+            open_database(tmp_path / "together.duckdb") as together:
+        for round_ in ("first", "changed"):
+            if round_ == "changed":
+                events = sandbox_answer(sandbox, "/v1/lien-theft", changed)["events"]
+                sandbox.set_vehicle(changed, value_factor=0.7, specs={"trim": "Changed Trim"},
+                                    lien_theft=events[1:], title_brands=["Salvage"])
+            chunks = await _staged_chunks(sandbox, tmp_path / round_, f"together_{round_}")
+            for dataset, staged in chunks:
+                land_answers(alone, RUN, dataset, staged)
+            assert land_together(together, RUN, chunks)["api_calls"] == sum(s.tables["api_calls"].num_rows
+                                                                             for _, s in chunks)
+            for table, order in {**TABLES, "raw_responses": "response_hash", "lien_theft_events": "vin, event_index",
+                                 "changes": "vin, dataset, kind, subject"}.items():
+                expected = alone.sql(f"SELECT * EXCLUDE (detected_at) FROM {table} ORDER BY {order}").rows() \
+                    if table == "changes" else rows(alone, table, order)
+                got = together.sql(f"SELECT * EXCLUDE (detected_at) FROM {table} ORDER BY {order}").rows() \
+                    if table == "changes" else rows(together, table, order)
+                assert got == expected, (round_, table)
+        assert alone.sql("SELECT count(*) FROM changes WHERE vin = $v", {"v": changed}).item() >= 3  # it did change
+
+
+def sandbox_answer(sandbox, path: str, vin: str) -> dict:
+    import httpx
+
+    return httpx.get(f"{sandbox.url}{path}", params={"key": "together_peek", "vin": vin}).json()
