@@ -49,7 +49,9 @@ def measure(rows: int, dry_run: bool, sandbox: Sandbox, folder: Path) -> tuple[d
     command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", str(db), "--lake", "",
                "--datasets", "specs", *(["--dry-run"] if dry_run else [])]
     started = time.monotonic()
-    child = subprocess.Popen(command, cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = Path(tempfile.gettempdir()) / f"step_memory-{rows}{'-dry-run' if dry_run else ''}.log"  # kept: what it said
+    with log.open("wb") as out:
+        child = subprocess.Popen(command, cwd=folder, env=env, stdout=out, stderr=subprocess.STDOUT)
     watched, progress = psutil.Process(child.pid), Path(f"{db}.progress.json")
     peaks: dict[str, float] = defaultdict(float)
     phase = "starting"
@@ -67,7 +69,9 @@ def measure(rows: int, dry_run: bool, sandbox: Sandbox, folder: Path) -> tuple[d
         except psutil.Error:
             break
         time.sleep(0.05)
-    assert child.wait() == 0, f"{command} exited {child.returncode}"
+    # 3: partial. A fleet this size holds VINs the sandbox fails on purpose (its fault-trigger serials), so some end
+    # failed; the run is still whole. Anything else is a failure of the command: its log says why.
+    assert child.wait() in (0, 3), f"{command} exited {child.returncode}; see {log}"
     return dict(peaks), time.monotonic() - started, by_fifth(landed)
 
 
