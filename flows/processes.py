@@ -7,7 +7,10 @@ that server itself, from the main thread, with Prefect's own command and environ
 Linux to SIGKILL it when the command dies (`PR_SET_PDEATHSIG`: the signal comes when the thread
 that forked dies, hence the main thread). It registers as Prefect's one temporary server (Prefect
 keeps one per port, and asks for port None), so every Prefect client in the process uses it, and
-Prefect's `atexit` handler still stops it cleanly on a normal exit.
+Prefect's `atexit` handler still stops it cleanly on a normal exit. The server has a session of its own: a
+terminal's Ctrl-C (sent to the whole foreground group) reaches the command only, which stops its run and
+still reports its end to the server; had the server stopped at the same moment, the run would have waited on
+it, retrying, for minutes.
 
 The embedded sandbox is a thread of the command and Prefect's task runner uses threads: both end
 with the process anyway. `fleet serve` runs each flow run in a child that Prefect spawns
@@ -142,6 +145,7 @@ def _child_server_class() -> type:
                 env={**os.environ, **server_env,
                      **get_current_settings().to_environment_variables(exclude_unset=True)},
                 preexec_fn=die_with_this_process(),
+                start_new_session=True,  # no terminal signal: it ends with the command (module docstring)
             )
 
     return ChildServer

@@ -8,7 +8,8 @@ answered `MISSES` asks in a row (or at once, when a request of the run's own to 
 halted as for any lost service (tasks/control/services.py): no new call starts, what was fetched lands and
 is published, the run is recorded `failed` saying so. From then on Prefect's own client is let go: no more
 retries, no logs sent, its terminal lines held back (they would only repeat the loss), and `fleet` does not
-wait at exit for what it would still send (flows/cli/__init__.py).
+wait at exit for what it would still send (flows/cli/__init__.py). Prefect's temporary server, with no
+PREFECT_API_URL, is watched the same way: the command's own child, but one the machine can kill.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -35,8 +37,9 @@ def shown_url(url: str) -> str:
     return str(httpx.URL(url).copy_with(userinfo=b""))  # never a password the URL may carry
 
 
-def lost_line(url: str, since: datetime, why: str) -> str:
-    return (f"the Prefect API at {shown_url(url)} stopped answering during the run (since {since:%H:%M:%S} UTC: {why}): "
+def lost_line(url: str, since: datetime, why: str, temporary: bool = False) -> str:
+    api = f"Prefect's temporary server at {url}" if temporary else f"the Prefect API at {shown_url(url)}"
+    return (f"{api} stopped answering during the run (since {since:%H:%M:%S} UTC: {why}): "
             f"the run stopped calling and published what it landed; {AGAIN}")
 
 
@@ -54,9 +57,9 @@ class PrefectWatch(ServiceWatch):
 
     name = "prefect-watch"
 
-    def __init__(self, run_id: str, url: str, settings: Any):
+    def __init__(self, run_id: str, url: str, settings: Any, temporary: bool = False):
         super().__init__(run_id)
-        self.url, self.settings = url, settings
+        self.url, self.settings, self.temporary = url, settings, temporary
 
     def probe(self) -> None:
         import httpx
@@ -72,7 +75,7 @@ class PrefectWatch(ServiceWatch):
         return str(exc) != "ReadTimeout"
 
     def line(self, since: datetime, why: str) -> str:
-        return lost_line(self.url, since, why)
+        return lost_line(self.url, since, why, self.temporary)
 
     def on_lost(self) -> None:
         let_prefect_go(self.settings)
@@ -116,13 +119,26 @@ def watched(fn: F) -> F:
 
 @contextlib.contextmanager
 def watching_prefect(run_id: str) -> Iterator[PrefectWatch | None]:
-    """Watch the Prefect server the flow reports to (PREFECT_API_URL) for the block; Prefect's temporary server
-    is this command's own child: nothing to watch."""
+    """Watch the Prefect server the flow reports to (PREFECT_API_URL) for the block, or Prefect's temporary server
+    this process started: a child of the command, which the machine can still kill (its OOM killer) and which a
+    run must then not wait for, retrying, for minutes."""
     from prefect.settings import PREFECT_API_URL, get_current_settings
 
     url = PREFECT_API_URL.value()
+    temporary = not url
+    url = url or temporary_server_url()
     if not url:
         yield None
         return
-    with PrefectWatch(run_id, url, get_current_settings()) as watch:
+    with PrefectWatch(run_id, url, get_current_settings(), temporary) as watch:
         yield watch
+
+
+def temporary_server_url() -> str | None:
+    """The API of Prefect's temporary server in this process (what its clients use without PREFECT_API_URL), if
+    one runs; None otherwise, without loading Prefect's server module where nothing started it."""
+    module = sys.modules.get("prefect.server.api.server")
+    if module is None:
+        return None
+    server = module.SubprocessASGIServer()  # Prefect's one temporary server of this process (flows/processes.py)
+    return server.api_url if server.running else None

@@ -8,14 +8,17 @@ no VIN was bought twice for a dataset.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from fleet_data.connectors.sandbox import Sandbox
@@ -120,11 +123,37 @@ def test_the_object_store_lost_mid_run_ends_in_one_line_and_the_next_run_buys_on
     assert not list((tmp_path / "fleet-staging").rglob("*.arrows"))  # and every scratch journal
 
 
-def test_the_prefect_server_killed_mid_run_ends_in_one_line_and_the_next_run_buys_only_what_was_never_answered(
-        tmp_path):
-    from prefect.settings import PREFECT_API_URL
+@contextlib.contextmanager
+def _temporary_prefect(home: Path) -> Iterator[tuple[dict[str, str], Callable[[subprocess.Popen], str]]]:
+    """No PREFECT_API_URL: the command starts Prefect's temporary server, its own child. Killed as the machine's
+    OOM killer would (SIGKILL); the API's URL is the one the child's command line names."""
 
+    def kill(child: subprocess.Popen) -> str:
+        (server,) = [p for p in psutil.Process(child.pid).children() if "uvicorn" in p.cmdline()]
+        port = server.cmdline()[server.cmdline().index("--port") + 1]
+        server.kill()
+        return f"Prefect's temporary server at http://127.0.0.1:{port}/api"
+
+    yield {"PREFECT_HOME": str(home)}, kill
+
+
+@contextlib.contextmanager
+def _standing_prefect(home: Path) -> Iterator[tuple[dict[str, str], Callable[[subprocess.Popen], str]]]:
+    """A Prefect server of its own (`prefect server start`) the command reports to, killed with its children."""
     from tests.prefect_server import prefect_server_process, stop_group
+
+    with prefect_server_process(home) as (server_env, server):
+        def kill(child: subprocess.Popen) -> str:
+            stop_group(server)
+            return f"the Prefect API at {server_env['PREFECT_API_URL']}"
+
+        yield server_env, kill
+
+
+@pytest.mark.parametrize("prefect", [_standing_prefect, _temporary_prefect], ids=["standing", "temporary"])
+def test_the_prefect_server_killed_mid_run_ends_in_one_line_and_the_next_run_buys_only_what_was_never_answered(
+        prefect, tmp_path):
+    from prefect.settings import PREFECT_API_URL
 
     fleet = tmp_path / "fleet.csv"
     sample_rows(120).write_csv(fleet)
@@ -133,9 +162,10 @@ def test_the_prefect_server_killed_mid_run_ends_in_one_line_and_the_next_run_buy
                "--datasets", "specs,market_value", "--chunk-size", "10", "--concurrency", "2"]
     sandbox = Sandbox.start_subprocess(["--latency-ms", "400", "--journal"])  # about a minute of calls
     try:
-        base = {**os.environ, "VDS_BASE_URL": sandbox.url, "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT)}
+        base = {**{k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}, "VDS_BASE_URL": sandbox.url,
+                "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT)}
         (tmp_path / "prefect").mkdir()
-        with prefect_server_process(tmp_path / "prefect") as (server_env, server):
+        with prefect(tmp_path / "prefect") as (server_env, kill):
             child = subprocess.Popen(command, cwd=tmp_path, env={**base, **server_env}, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
             deadline = time.monotonic() + BOUND
@@ -143,7 +173,7 @@ def test_the_prefect_server_killed_mid_run_ends_in_one_line_and_the_next_run_buy
                 assert child.poll() is None, child.communicate()
                 assert time.monotonic() < deadline, "the refresh never reached its calls"
                 time.sleep(0.05)
-            stop_group(server)  # the server and its children, gone mid-run
+            api = kill(child)  # the server (and its children), gone mid-run
             lost_at = time.monotonic()
             out, err = child.communicate(timeout=BOUND)
         ended_after = time.monotonic() - lost_at
@@ -151,7 +181,7 @@ def test_the_prefect_server_killed_mid_run_ends_in_one_line_and_the_next_run_buy
 
         assert child.returncode == SERVICE_LOST, err[-3000:]
         (line,) = _error_lines(err)
-        assert f"the Prefect API at {server_env['PREFECT_API_URL']} stopped answering during the run" in line, line
+        assert f"{api} stopped answering during the run" in line, line
         assert "Traceback" not in err and "this is a bug" not in err and "failed to process item" not in err, err[-3000:]
         assert ended_after < 60 * _overload()  # a hang guard stretched on a loaded box: the issue's 60 s when quiet
         (status, message), = _rows(db, "SELECT status, message FROM runs")

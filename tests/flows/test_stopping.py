@@ -121,9 +121,10 @@ def _gone(process: psutil.Process) -> bool:
         return True
 
 
-@pytest.mark.parametrize("how, sig", [("cli", signal.SIGTERM), ("cli", signal.SIGINT), ("flow", signal.SIGTERM),
-                                      ("cli-workers", signal.SIGTERM)],
-                         ids=["fleet-sigterm", "fleet-sigint", "worker-flow-sigterm", "fleet-workers-sigterm"])
+@pytest.mark.parametrize("how, sig", [("cli", signal.SIGTERM), ("cli", signal.SIGINT), ("cli-terminal", signal.SIGINT),
+                                      ("flow", signal.SIGTERM), ("cli-workers", signal.SIGTERM)],
+                         ids=["fleet-sigterm", "fleet-sigint", "fleet-ctrl-c", "worker-flow-sigterm",
+                              "fleet-workers-sigterm"])
 def test_a_stop_signal_ends_the_run_cancelled_with_nothing_lost(how, sig, faulty_sandbox, fleet, tmp_path):
     key = f"stop_{how}_{sig.name.lower()}"
     db = tmp_path / "fleet.duckdb"
@@ -131,7 +132,10 @@ def test_a_stop_signal_ends_the_run_cancelled_with_nothing_lost(how, sig, faulty
     started: set[psutil.Process] = set()
     try:
         _wait_for_answers(run, started, lambda: len(_answered(faulty_sandbox.journal(), key)))
-        os.kill(run.pid, sig)
+        if how == "cli-terminal":  # Ctrl-C: the terminal signals its whole foreground group, children and all
+            os.killpg(run.pid, sig)
+        else:
+            os.kill(run.pid, sig)
         try:
             out, _ = run.communicate(timeout=30)
         except subprocess.TimeoutExpired:
