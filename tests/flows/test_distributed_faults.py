@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -57,6 +58,21 @@ def _rows(db: str, sql: str) -> list[tuple]:
         return store.sql(sql).rows()
 
 
+@contextlib.contextmanager
+def _command_running(command: list[str], **popen: Any) -> Iterator[subprocess.Popen]:
+    """`command` in a session of its own, its output piped; whatever of it is left at the block's end (a test
+    that failed on a run that hung) is killed, so no run outlives its test."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True, **popen)
+    try:
+        yield child
+    finally:
+        if child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.communicate(timeout=30)
+
+
 def _error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.startswith("error: ")]
 
@@ -86,15 +102,15 @@ def test_the_object_store_lost_mid_run_ends_in_one_line_and_the_next_run_buys_on
     command = [sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet), "--db", db, "--lake", "",
                "--datasets", "specs,market_value", "--chunk-size", "20", "--workers", "2",
                "--staging", "s3://fleet-staging/runs"]
-    child = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + BOUND
-    while billing_sandbox.units(KEY) < 60:  # some chunks staged in the bucket, some answers still coming
-        assert child.poll() is None, child.communicate()
-        assert time.monotonic() < deadline, "the refresh never reached its calls"
-        time.sleep(0.05)
-    relay.stop()
-    lost_at = time.monotonic()
-    out, err = child.communicate(timeout=BOUND)
+    with _command_running(command, cwd=tmp_path, env=env) as child:
+        deadline = time.monotonic() + BOUND
+        while billing_sandbox.units(KEY) < 60:  # some chunks staged in the bucket, some answers still coming
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the refresh never reached its calls"
+            time.sleep(0.05)
+        relay.stop()
+        lost_at = time.monotonic()
+        out, err = child.communicate(timeout=BOUND)
     ended_after = time.monotonic() - lost_at
     print(f"ended {ended_after:.1f} s after the object store was lost")
 
@@ -165,9 +181,8 @@ def test_the_prefect_server_killed_mid_run_ends_in_one_line_and_the_next_run_buy
         base = {**{k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}, "VDS_BASE_URL": sandbox.url,
                 "VDS_API_KEY": KEY, "PYTHONPATH": str(ROOT)}
         (tmp_path / "prefect").mkdir()
-        with prefect(tmp_path / "prefect") as (server_env, kill):
-            child = subprocess.Popen(command, cwd=tmp_path, env={**base, **server_env}, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
+        with prefect(tmp_path / "prefect") as (server_env, kill), \
+                _command_running(command, cwd=tmp_path, env={**base, **server_env}) as child:
             deadline = time.monotonic() + BOUND
             while sandbox.units(KEY) < 20:
                 assert child.poll() is None, child.communicate()
