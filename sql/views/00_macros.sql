@@ -1,4 +1,4 @@
--- Helpers the views and the lake export share (views are re-created on every open, these first).
+-- Helpers the views and the lake export share (views are re-created when these files change, these first).
 -- Files here run in name order: 00 helpers, 01 typed views over one table, 02+ views that combine them.
 
 -- A day the service sent as text: YYYY-MM-DD, or an ISO 8601 timestamp (its day as written, e.g. the

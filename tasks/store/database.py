@@ -5,7 +5,7 @@ second writer process); `open_database` hands the same instance to every caller 
 the process and a lock serialises writes from threads. The file at `--db` is never
 written here: it is published from the working store (tasks/store/published.py). SQL lives in `sql/`:
 `migrations/NNNN_name.sql` (applied once, recorded in `schema_migrations`),
-`views/*.sql` (re-created on every open), `landing/<table>.sql` (the upsert for
+`views/*.sql` (re-created on an open that finds them changed), `landing/<table>.sql` (the upsert for
 one table, reading the staged chunk `incoming`), `queries/<name>.sql` and
 `export/<table>.sql`. Values are always bound parameters; the only identifiers
 put into SQL text are table names from `LANDING_TABLES` / `EXPORT_TABLES`.
@@ -158,6 +158,14 @@ def _read_sql(*parts: str) -> str:
     return (SQL_DIR.joinpath(*parts)).read_text(encoding="utf-8")
 
 
+def _schema_checksum(views: Path, migrations: list[tuple[Any, ...]], described: bool) -> str:
+    """What a store's views and comments are made from: its views files, the dictionary, the migrations applied."""
+    digest = hashlib.sha256(repr((sorted(migrations), described)).encode())
+    for path in [*sorted(views.glob("*.sql")), *(sorted(dictionary.DICTIONARY_DIR.glob("*.toml")) if described else [])]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def _statements(sql: str) -> list[str]:
     """Split one of our .sql files into statements (each ends with ';' at the end of a line)."""
     body = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
@@ -207,7 +215,10 @@ _registry_lock = threading.Lock()
 class Database:
     """One DuckDB connection for this process; migrations applied on open."""
 
-    def __init__(self, path: str | Path, migrations_dir: Path | None = None, views_dir: Path | None = None):
+    def __init__(self, path: str | Path, migrations_dir: Path | None = None, views_dir: Path | None = None, *,
+                 described: bool = True):
+        """`described`: the dictionary's comments written (sql/dictionary/); a scratch database that only plans
+        (tasks/store/published.py `read_only_view`) needs none, and writing them costs a third of its open."""
         self.path = str(path)
         self._lock = threading.RLock()
         self._users = 1
@@ -228,8 +239,8 @@ class Database:
         self.reader = os.open(self.path, os.O_RDONLY) if self.path != ":memory:" else -1
         # Timestamps are stored and shown in UTC whatever the machine's zone.
         self._run("SET TimeZone = 'UTC'")
-        self.applied = self.migrate(migrations_dir or SQL_DIR / "migrations")
-        self.create_views(views_dir or SQL_DIR / "views")
+        self.applied = self.migrate(migrations_dir or SQL_DIR / "migrations", described=False)
+        self.create_views(views_dir or SQL_DIR / "views", described=described)
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         try:
@@ -294,8 +305,9 @@ class Database:
         self.close()
 
     # -- schema ------------------------------------------------------------------------------
-    def migrate(self, directory: Path) -> list[int]:
-        """Apply every migration not yet recorded, in order, each in its own transaction."""
+    def migrate(self, directory: Path, described: bool = True) -> list[int]:
+        """Apply every migration not yet recorded, in order, each in its own transaction; then, `described`, the
+        dictionary's comments (an open leaves them to `create_views`, which writes them once for both)."""
         with self._lock:
             for statement in _statements(_read_sql("bootstrap.sql")):
                 self._run(statement)
@@ -317,15 +329,43 @@ class Database:
                     self._rollback()
                     raise DatabaseError(f"migration {migration.path.name} failed: {exc}") from exc
                 applied.append(migration.version)
-            dictionary.apply(self.connection)  # every table and column described (sql/dictionary/)
+            if described:
+                dictionary.apply(self.connection)  # every table and column described (sql/dictionary/)
             return applied
 
-    def create_views(self, directory: Path) -> None:
+    def create_views(self, directory: Path, described: bool = True) -> None:
+        """The views and macros of `directory`, and the dictionary's comments, unless the store has them as they are.
+
+        A store keeps the checksum of what its views and comments were made from (`schema_views`): its views
+        files, the dictionary and the migrations applied. An open that finds the same checksum, and every view
+        it recorded still there, writes nothing: re-creating some 30 views and their 400 comments was half of
+        opening a store (0.35 s), on every command.
+        """
         with self._lock:
+            made_from = _schema_checksum(directory, self._rows("SELECT version, checksum FROM schema_migrations"),
+                                         described)
+            if self.path != ":memory:" and self._views_as_made(made_from):
+                return
             for path in sorted(directory.glob("*.sql")):
                 for statement in _statements(path.read_text(encoding="utf-8")):
                     self._run(statement)
-            dictionary.apply(self.connection)  # a re-created view has lost its comments
+            if described:
+                dictionary.apply(self.connection)  # a re-created view has lost its comments
+            self._run("BEGIN TRANSACTION")
+            self._run("DELETE FROM schema_views")
+            self._run("INSERT INTO schema_views (checksum, views) SELECT $checksum, coalesce(list(view_name ORDER BY "
+                      "view_name), []) FROM duckdb_views() WHERE database_name = current_database() "
+                      "AND schema_name = 'main' AND NOT internal AND NOT temporary", {"checksum": made_from})
+            self._run("COMMIT")
+
+    def _views_as_made(self, made_from: str) -> bool:
+        """The store's views were made from `made_from` and none of them is gone since."""
+        made = self._rows("SELECT checksum, views FROM schema_views")
+        if len(made) != 1 or made[0][0] != made_from:
+            return False
+        present = {row[0] for row in self._rows(
+            "SELECT view_name FROM duckdb_views() WHERE database_name = current_database() AND schema_name = 'main'")}
+        return set(made[0][1]) <= present
 
     def schema_version(self) -> int:
         rows = self._rows("SELECT max(version) FROM schema_migrations")

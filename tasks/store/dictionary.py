@@ -9,7 +9,7 @@ defines it (`sql/migrations/`, `sql/views/`):
     [columns]
     vin = "Vehicle identification number (17 characters), as the fleet file gives it."
 
-It is the one source of three things: the comments the store writes into DuckDB on every open
+It is the one source of three things: the comments the store writes into DuckDB when it opens
 (`COMMENT ON TABLE/VIEW/COLUMN`, read back in `duckdb_tables()`, `duckdb_views()`, `duckdb_columns()`
 of the published file), the docs page docs/data-dictionary.md, and the dbt sources file
 (tasks/store/dbt_sources.py). tests/sql/test_dictionary.py fails when a table, view or column has no description,
@@ -106,7 +106,8 @@ def apply(con: Any, entries: dict[str, Entry] | None = None) -> int:
     """Write the dictionary's descriptions as comments where the database's differ; returns how many were written.
 
     Only differences are written: a table's comments survive in the file, a view's are lost each time the
-    view is re-created (every open), so an open writes the views' again and nothing else. Identifiers come
+    view is re-created (an open that finds the views files, the dictionary or the schema changed), so such an
+    open writes the views' again and nothing else. Identifiers come
     from the catalog and texts from our own files (COMMENT ON takes no bound parameters).
     """
     entries = load() if entries is None else entries
