@@ -263,14 +263,23 @@ def prefect_api_answers() -> None:
 
 
 def start_prefect(verbose: bool = False) -> None:
-    """Start Prefect's temporary server (a child that dies with this command) and load the flows, saying so meanwhile."""
+    """Start Prefect's temporary server (a child that dies with this command), or join the shared one
+    (FLEET_PREFECT_SERVER=shared), and load the flows, saying so meanwhile."""
     from prefect.settings import PREFECT_API_URL
+
+    from fleet_data.tasks.settings import process_settings
 
     from .processes import start_prefect_server
     from .quiet_faults import hide_fault_tracebacks
+    from .shared_prefect import use_shared_server
+
+    settings = process_settings()
 
     def start() -> None:
-        start_prefect_server()
+        if settings.prefect_server == "shared":  # one local server for many commands (flows/shared_prefect.py)
+            use_shared_server(settings.prefect_idle_seconds)
+        else:
+            start_prefect_server()
         importlib.import_module("fleet_data.flows.refresh")  # Prefect's flow machinery: seconds more under load
 
     hide_fault_tracebacks(verbose)  # -v shows every traceback

@@ -121,9 +121,15 @@ def start_prefect_server() -> str | None:
 
     if PREFECT_API_URL.value() or die_with_this_process() is None:
         return None
-    server = _child_server_class()()  # no port: the instance Prefect's own `SubprocessASGIServer()` returns
+    server = prefect_server_instance()
     server.start()  # does nothing if it is running already
     return server.api_url
+
+
+def prefect_server_instance() -> Any:
+    """Prefect's one temporary server of this process: the instance its own `SubprocessASGIServer()` returns (asked
+    for with no port), of our class when we make it first."""
+    return _child_server_class()()
 
 
 @functools.cache

@@ -46,6 +46,7 @@ DEFAULT_LAKE = "data/lake"
 DEFAULT_VALUE_MOVE = 10.0  # percent: a valuation that moved more than this from the vehicle's previous one
 DEFAULT_RETRY_WINDOW = 180.0  # seconds: a faulted run ends within its fault-free time + 3 minutes
 DEFAULT_PUBLISH_SECONDS = 120.0
+DEFAULT_PREFECT_IDLE_SECONDS = 600.0  # the shared Prefect server's wait for the next command
 DEFAULT_MIN_FREE_MB = 64.0  # headroom a run keeps on every disk it writes (tasks/control/resources.py)
 DEFAULT_RESERVE_MB = 8.0  # set aside at the start, given back on a full disk so paid answers still reach the disk
 # Clocks of two machines may differ this much without it meaning anything: an answer dated up to this far in the
@@ -531,6 +532,13 @@ class ProcessSettings(BaseSettings):
     reserve_mb: Annotated[float, BeforeValidator(lambda v: number(v, least=0, example="8")), Field(
         description="megabytes set aside beside the working store while a run runs, freed the moment a write "
                     "finds the disk full, so the answers already paid for still reach the disk")] = DEFAULT_RESERVE_MB
+    prefect_server: Annotated[Literal["temporary", "shared"], Field(
+        description="the Prefect server a command without PREFECT_API_URL uses: `temporary`, one it starts and "
+                    "stops (10-15 s per command); `shared`, one local server the first command starts and the next "
+                    "ones reuse, stopped once no command has used it for FLEET_PREFECT_IDLE_SECONDS")] = "temporary"
+    prefect_idle_seconds: Annotated[float, BeforeValidator(lambda v: number(v, least=0, example="600")), Field(
+        description="how long the shared Prefect server (FLEET_PREFECT_SERVER=shared) waits with no command "
+                    "using it before it stops")] = DEFAULT_PREFECT_IDLE_SECONDS
     failpoint: Annotated[str, Field(description="crash tests only: NAME[:N] freezes the Nth pass of "
                                                 "failpoint(NAME) (tasks/control/failpoints.py)")] = ""
     failpoint_marker: Annotated[str | None, Field(description="crash tests only: the file written when a "

@@ -38,7 +38,7 @@ def shown_url(url: str) -> str:
 
 
 def lost_line(url: str, since: datetime, why: str, temporary: bool = False) -> str:
-    api = f"Prefect's temporary server at {url}" if temporary else f"the Prefect API at {shown_url(url)}"
+    api = f"Prefect's {_local_server()} server at {url}" if temporary else f"the Prefect API at {shown_url(url)}"
     return (f"{api} stopped answering during the run (since {since:%H:%M:%S} UTC: {why}): "
             f"the run stopped calling and published what it landed; {AGAIN}")
 
@@ -132,6 +132,16 @@ def watching_prefect(run_id: str) -> Iterator[PrefectWatch | None]:
         return
     with PrefectWatch(run_id, url, get_current_settings(), temporary) as watch:
         yield watch
+
+
+def _local_server() -> str:
+    """What the server a command without PREFECT_API_URL uses is called: `temporary` or `shared`."""
+    from fleet_data.tasks.settings import SettingsError, process_settings
+
+    try:
+        return process_settings().prefect_server
+    except SettingsError:  # said where the command reads it; here the loss is what matters
+        return "temporary"
 
 
 def temporary_server_url() -> str | None:

@@ -1,0 +1,284 @@
+"""One local Prefect server shared by the commands of this user (FLEET_PREFECT_SERVER=shared).
+
+Without PREFECT_API_URL a command starts Prefect's temporary server, 10-15 s of its wall time, and stops it when it
+ends (flows/processes.py). Shared, the first command that needs Prefect starts a server and the next ones reuse it:
+
+- The server is a supervisor process (`python -m fleet_data.flows.shared_prefect`, in a session of its own, its
+  output in a log) and Prefect's own uvicorn server, its child, which dies with it (death signal). Their folder,
+  `<PREFECT_HOME>/fleet-server/`, holds `server.json` (the supervisor's pid and start time, the URL, the Prefect
+  and Python it runs), `lock`, `leases/` and `server.log`.
+- A command joins under the lock: a server that answers `/health` and runs this Prefect and this Python is
+  reused, else one is started (the command waits for it as for the temporary one). The command then leaves a
+  lease, `leases/<pid>`, removed when it exits; a command killed outright leaves one naming a process gone.
+- Every second the supervisor counts the live leases, under the lock: none for FLEET_PREFECT_IDLE_SECONDS, it
+  stops, so a command joining at that moment either finds it still there (and its lease keeps it) or starts a
+  new one. SIGTERM stops it at once.
+
+The command's Prefect client uses the server as its temporary one (the instance `SubprocessASGIServer()` returns),
+so its flows, the watch of a lost server and Dask workers work as they do with the temporary server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+FOLDER = "fleet-server"
+POLL_SECONDS = 1.0
+HEALTH_SECONDS = 2.0  # a server that does not answer /health in this long is not reused
+
+
+def folder() -> Path:
+    """Where the shared server of this PREFECT_HOME keeps its files."""
+    from prefect.settings import PREFECT_HOME
+
+    return Path(PREFECT_HOME.value()) / FOLDER
+
+
+def join(idle: float, timeout: float) -> str:
+    """The API URL of the shared server, started if none answers; this process keeps it until it exits."""
+    where = folder()
+    with _locked(where):
+        state = _state(where)
+        if state is None or not _same_software(state) or not _answering(state):
+            state = _start(where, idle, timeout)
+        lease = where / "leases" / str(os.getpid())
+        lease.parent.mkdir(exist_ok=True)
+        lease.write_text(json.dumps({"started": started_at(os.getpid()), "server": state["pid"]}), encoding="utf-8")
+        atexit.register(lease.unlink, missing_ok=True)
+    return str(state["url"])
+
+
+def use_shared_server(idle: float) -> str | None:
+    """Join the shared server and make it this process's temporary one: every Prefect client here uses it, and
+    Prefect's `atexit` handler, finding no process of its own to stop, leaves it running for the next command.
+    None when Prefect has a server to talk to (PREFECT_API_URL). Call it before any flow runs."""
+    from urllib.parse import urlsplit
+
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+    from .processes import prefect_server_instance
+
+    if PREFECT_API_URL.value():
+        return None
+    url = join(idle, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
+    server = prefect_server_instance()
+    if not server.running:
+        server.port, server.running, server.server_process = urlsplit(url).port, True, _SharedProcess()
+    return str(server.api_url)
+
+
+class _SharedProcess:
+    """The shared server as the process of Prefect's temporary-server instance: Prefect's clients check there is
+    one; Prefect's stop at exit (terminate, then wait) leaves it running for the next command."""
+
+    returncode = None
+
+    def poll(self) -> None:
+        return None
+
+    def terminate(self) -> None:
+        return None
+
+    def kill(self) -> None:
+        return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+
+def started_at(pid: int) -> str | None:
+    """When process `pid` started (its start time in /proc), None if there is none: a reused pid is told apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted from the one after the command's name (3)
+
+
+@contextlib.contextmanager
+def _locked(where: Path) -> Iterator[None]:
+    where.mkdir(parents=True, exist_ok=True)
+    with open(where / "lock", "a", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _state(where: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads((where / "server.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) and {"pid", "started", "url"} <= state.keys() else None
+
+
+def _software() -> dict[str, str]:
+    import prefect
+
+    return {"prefect": prefect.__version__, "python": sys.executable}
+
+
+def _same_software(state: dict[str, Any]) -> bool:
+    return all(state.get(key) == value for key, value in _software().items())
+
+
+def _answering(state: dict[str, Any]) -> bool:
+    import httpx
+
+    if started_at(int(state["pid"])) != state["started"]:
+        return False
+    try:
+        return httpx.get(f"{state['url']}/health", timeout=HEALTH_SECONDS).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _start(where: Path, idle: float, timeout: float) -> dict[str, Any]:
+    """Start a supervisor and wait until its server answers (it then writes server.json)."""
+    (where / "server.json").unlink(missing_ok=True)
+    with open(where / "server.log", "ab") as log:
+        # Its own session and no inherited output: a terminal's Ctrl-C does not stop it, and whoever reads the
+        # command's output (a pipe, CI) is not kept waiting on it.
+        child = subprocess.Popen([sys.executable, "-m", "fleet_data.flows.shared_prefect", "--folder", str(where),
+                                  "--idle", f"{idle:g}", "--timeout", f"{timeout:g}"],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    _spawned.append(child)  # not collected (and warned about) while this process runs
+    deadline = time.monotonic() + timeout + 5
+    while time.monotonic() < deadline:
+        state = _state(where)
+        if state is not None and state["pid"] == child.pid:
+            return state
+        if child.poll() is not None:
+            raise RuntimeError(f"the shared Prefect server stopped as it started (exit code {child.returncode}); "
+                               f"its log: {where / 'server.log'}")
+        time.sleep(0.1)
+    child.kill()
+    raise RuntimeError(f"the shared Prefect server did not answer within {timeout:g} s; its log: {where / 'server.log'}")
+
+
+_spawned: list[subprocess.Popen[bytes]] = []
+
+
+# -- the supervisor ---------------------------------------------------------------------------------------------
+
+def serve(where: Path, idle: float, timeout: float) -> int:
+    """Run Prefect's server until no command has used it for `idle` seconds (or SIGTERM); 0 when it stopped so."""
+    stop = _stop_on_signals()
+    server, url = _start_server()
+    mine = {"pid": os.getpid(), "started": started_at(os.getpid()), "url": url, **_software()}
+    if not _wait_for_health(server, url, timeout):
+        server.kill()
+        print(f"Prefect's server did not answer at {url} within {timeout:g} s", file=sys.stderr, flush=True)
+        return 1
+    partial = where / "server.json.tmp"
+    partial.write_text(json.dumps(mine), encoding="utf-8")
+    os.replace(partial, where / "server.json")
+    print(f"serving Prefect at {url}; stops after {idle:g} s unused", file=sys.stderr, flush=True)
+    used = time.monotonic()
+    code = 0
+    while True:
+        time.sleep(POLL_SECONDS)
+        with _locked(where):
+            if server.poll() is not None:
+                code = 1
+                print(f"Prefect's server exited with code {server.returncode}", file=sys.stderr, flush=True)
+            elif _live_leases(where, os.getpid()):
+                used = time.monotonic()
+                if not stop:
+                    continue
+            elif not stop and time.monotonic() - used < idle:
+                continue
+            if _state(where) == mine:  # not a newer server's (one started while this one did not answer)
+                (where / "server.json").unlink(missing_ok=True)
+            break
+    server.terminate()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    return code
+
+
+def _stop_on_signals() -> list[int]:
+    """A list that gets the signal when SIGTERM, SIGINT or SIGHUP comes (the loop stops then)."""
+    received: list[int] = []
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda number, _frame: received.append(number))
+    return received
+
+
+def _start_server() -> tuple[subprocess.Popen[bytes], str]:
+    """Prefect's server as Prefect starts its temporary one (flows/processes.py), dying with this process."""
+    import prefect
+    from prefect.settings import get_current_settings
+
+    from .processes import die_with_this_process
+
+    with socket.socket() as probe:  # a free port; the server binds it a moment later
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+         "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
+         "--lifespan", "on"],
+        env={**os.environ, **server_env, **get_current_settings().to_environment_variables(exclude_unset=True)},
+        preexec_fn=die_with_this_process())
+    return server, f"http://127.0.0.1:{port}/api"
+
+
+def _wait_for_health(server: subprocess.Popen[bytes], url: str, timeout: float) -> bool:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and server.poll() is None:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/health", timeout=HEALTH_SECONDS).status_code == 200:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+def _live_leases(where: Path, server: int) -> int:
+    """How many commands alive hold a lease on `server`; the leases of commands gone are removed."""
+    live = 0
+    for lease in (where / "leases").glob("*"):
+        try:
+            held = json.loads(lease.read_text(encoding="utf-8"))
+            alive = started_at(int(lease.name)) == held["started"]
+        except (OSError, ValueError, KeyError, TypeError):
+            alive, held = False, {}
+        if not alive:
+            lease.unlink(missing_ok=True)
+        elif held.get("server") == server:
+            live += 1
+    return live
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fleet_data.flows.shared_prefect",
+                                     description="the shared Prefect server's supervisor (started by `fleet`)")
+    parser.add_argument("--folder", type=Path, required=True)
+    parser.add_argument("--idle", type=float, required=True)
+    parser.add_argument("--timeout", type=float, required=True)
+    args = parser.parse_args(argv)
+    return serve(args.folder, args.idle, args.timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

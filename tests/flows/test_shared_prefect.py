@@ -1,0 +1,117 @@
+"""FLEET_PREFECT_SERVER=shared: the first command that needs Prefect starts one local server, the next commands reuse
+it, and it stops once no command has used it for FLEET_PREFECT_IDLE_SECONDS (flows/shared_prefect.py).
+
+Each case runs `fleet refresh` as a user does, in its own process, against a sandbox in another process, with a
+PREFECT_HOME of its own. The bounds are generous limits on a busy machine, not timings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from fleet_data.connectors.sandbox import Sandbox
+from fleet_data.tasks.ingest.fleet_files import read_fleet
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "data" / "sample_fleet.csv"
+IDLE = 20  # seconds the server waits unused before it stops
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    running = Sandbox.start_subprocess(["--latency-ms", "0"])
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("fleet") / "fleet.csv"
+    read_fleet([str(SAMPLE)]).roster.head(5).select("unit_number", "vin", "state", "mileage").write_csv(path)
+    return str(path)
+
+
+def _env(sandbox: Sandbox, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VDS_", "PREFECT_API", "FLEET_PREFECT"))}
+    return env | {"VDS_BASE_URL": sandbox.url, "VDS_API_KEY": "shared-prefect", "PREFECT_HOME": str(home),
+                  "FLEET_PREFECT_SERVER": "shared", "FLEET_PREFECT_IDLE_SECONDS": str(IDLE), "DO_NOT_TRACK": "1",
+                  "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PYTHONPATH": str(ROOT)}
+
+
+def _refresh(fleet: str, db: Path, env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet, "--db", str(db), "--lake",
+                           "", "--datasets", "specs"], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _server(home: Path) -> dict:
+    return json.loads((home / "fleet-server" / "server.json").read_text())
+
+
+def _gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.fixture
+def home(tmp_path):
+    """A PREFECT_HOME for the case; any shared server still running there at its end is stopped."""
+    where = tmp_path / "prefect-home"
+    yield where
+    state = where / "fleet-server" / "server.json"
+    if state.exists():
+        pid = json.loads(state.read_text())["pid"]
+        if psutil.pid_exists(pid):
+            for process in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+                process.kill()
+
+
+def test_commands_share_one_server_that_stops_once_unused(sandbox, fleet, home, tmp_path):
+    env = _env(sandbox, home)
+    _refresh(fleet, tmp_path / "one.duckdb", env)
+    first = _server(home)
+    server = psutil.Process(first["pid"])
+    started = [server, *server.children(recursive=True)]  # the supervisor and Prefect's uvicorn server
+    assert len(started) >= 2
+
+    _refresh(fleet, tmp_path / "two.duckdb", env)  # another database: something is due, so Prefect is needed
+    assert _server(home) == first  # the same server, not a second one
+    runs = httpx.post(f"{first['url']}/flow_runs/filter", json={}, timeout=30).json()
+    assert sorted(run["state"]["type"] for run in runs) == ["COMPLETED", "COMPLETED"]  # both runs reported there
+
+    # A lease left by a command killed outright (its process gone) does not keep the server.
+    (home / "fleet-server" / "leases" / "999999999").write_text(json.dumps({"started": "1", "server": first["pid"]}))
+    assert all(_gone(process.pid, IDLE + 60) for process in started), "the server did not stop once unused"
+    assert not (home / "fleet-server" / "server.json").exists()
+    assert list((home / "fleet-server" / "leases").iterdir()) == []
+
+
+def test_a_shared_server_killed_is_started_again_by_the_next_command(sandbox, fleet, home, tmp_path):
+    env = _env(sandbox, home)
+    _refresh(fleet, tmp_path / "one.duckdb", env)
+    first = _server(home)
+    server = psutil.Process(first["pid"])
+    started = [server, *server.children(recursive=True)]
+    server.kill()  # as the OOM killer would: its Prefect server dies with it
+    assert all(_gone(process.pid, 30) for process in started)
+
+    _refresh(fleet, tmp_path / "two.duckdb", env)
+    second = _server(home)
+    assert second["pid"] != first["pid"] and second["url"] != first["url"] or second["started"] != first["started"]
+    os.kill(second["pid"], signal.SIGTERM)  # stops at once, whatever its idle time
+    assert _gone(second["pid"], 30)
+    assert not (home / "fleet-server" / "server.json").exists()
