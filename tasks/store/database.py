@@ -229,6 +229,10 @@ class Database:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.connection = self._connect()
+        if self.path != ":memory:" and (short := fileformat.cut_short(self.connection, self.path)):
+            self.connection.close()
+            raise DatabaseUnusable(f"{self.path}: the runs' working store is a damaged DuckDB database ({short}); "
+                                   "move it aside: the next run starts a new one from the published database beside it")
         if self.path != ":memory:" and not fileformat.readable_by_older_duckdb(self.connection):
             self.connection.close()  # a store from before: rewritten once, so publishing stays a file copy
             fileformat.rewrite(Path(self.path))

@@ -74,3 +74,18 @@ def rewrite(path: Path) -> bool:
     Path(str(path) + ".wal").unlink(missing_ok=True)  # the old file's log, if any: already in the copy
     os.replace(rewriting, path)
     return True
+
+
+HEADER_BYTES = 3 * 4096  # DuckDB's main header and its two database headers, before the first block
+
+
+def cut_short(connection: duckdb.DuckDBPyConnection, path: str | Path, database: str | None = None) -> str | None:
+    """Why `database`'s file at `path` is shorter than DuckDB's own count of its blocks says (a copy that died
+    half-way), or None. DuckDB opens such a file and fails only when a query reads a block past the cut, which
+    may be much later, or never for what a plan reads."""
+    row = connection.execute("SELECT block_size, total_blocks FROM pragma_database_size() WHERE database_name = $name",
+                             {"name": database or catalog(connection)}).fetchone()
+    if row is None or not row[0]:
+        return None
+    expected, found = HEADER_BYTES + int(row[0]) * int(row[1]), os.path.getsize(path)
+    return f"the file has {found:,} bytes where its blocks need {expected:,}" if found < expected else None

@@ -47,6 +47,7 @@ import duckdb
 import polars as pl
 
 from fleet_data.tasks.control.faults import as_fault, damaged_database
+from fleet_data.tasks.store import fileformat
 from fleet_data.tasks.store.database import (QUERY_NAME, SQL_DIR, Database, DatabaseError, DatabaseUnusable, _bind,
                                              _read_sql, damaged_published, _statements, open_database)
 from fleet_data.tasks.store.files import _fsync, _wal, copy_open_file, publishing_path
@@ -177,6 +178,8 @@ def read_only_view(db_path: str | Path) -> Iterator[Database]:
                 con.execute("ATTACH $path AS published (READ_ONLY)", {"path": str(db_path)})
             except duckdb.Error as exc:
                 raise unusable_published(exc, db_path) from None
+            if fileformat.cut_short(con, db_path, "published"):
+                raise DatabaseUnusable(damaged_published(db_path))
             published = {row[0] for row in con.execute(
                 "SELECT table_name FROM duckdb_tables() WHERE database_name = 'published' AND schema_name = 'main'"
             ).fetchall()}
@@ -214,6 +217,9 @@ class Published:
             self.connection = duckdb.connect(self.path, read_only=True)
         except duckdb.Error as exc:
             raise unusable_published(exc, self.path) from None
+        if fileformat.cut_short(self.connection, self.path):
+            self.connection.close()
+            raise DatabaseUnusable(damaged_published(self.path))
         self.connection.execute("SET TimeZone = 'UTC'")
         self.connection.execute("SET enable_progress_bar = false")  # a long read draws no bar into a command's output
 
