@@ -80,12 +80,31 @@ HEADER_BYTES = 3 * 4096  # DuckDB's main header and its two database headers, be
 
 
 def cut_short(connection: duckdb.DuckDBPyConnection, path: str | Path, database: str | None = None) -> str | None:
-    """Why `database`'s file at `path` is shorter than DuckDB's own count of its blocks says (a copy that died
-    half-way), or None. DuckDB opens such a file and fails only when a query reads a block past the cut, which
-    may be much later, or never for what a plan reads."""
-    row = connection.execute("SELECT block_size, total_blocks FROM pragma_database_size() WHERE database_name = $name",
-                             {"name": database or catalog(connection)}).fetchone()
+    """Why `database`'s file at `path` ends before a block it uses (a copy that died half-way), or None.
+
+    DuckDB opens such a file and fails only when a query reads a block past the cut, which may be much later, or
+    never for what a plan reads. The blocks in use are the catalog's (`pragma_metadata_info`) and every table's
+    stored segments (`pragma_storage_info`): both read only metadata. Free blocks at the end may be cut: DuckDB
+    itself leaves them out of the file.
+    """
+    name = database or catalog(connection)
+    row = connection.execute("SELECT block_size FROM pragma_database_size() WHERE database_name = $name",
+                             {"name": name}).fetchone()
     if row is None or not row[0]:
         return None
-    expected, found = HEADER_BYTES + int(row[0]) * int(row[1]), os.path.getsize(path)
+    tables = [t for (t,) in connection.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = $name AND schema_name = 'main'",
+        {"name": name}).fetchall()]
+    quoted = name.replace("'", "''")
+    last = connection.execute(f"SELECT max(block_id) FROM pragma_metadata_info('{quoted}')").fetchone()
+    blocks = [int(last[0])] if last and last[0] is not None else []
+    for table in tables:  # names from the catalog, never from input
+        target = f"{name}.main.{table}".replace("'", "''")
+        used = connection.execute(
+            f"SELECT max(block_id) FROM pragma_storage_info('{target}') WHERE persistent").fetchone()
+        if used and used[0] is not None:
+            blocks.append(int(used[0]))
+    if not blocks:
+        return None
+    expected, found = HEADER_BYTES + (max(blocks) + 1) * int(row[0]), os.path.getsize(path)
     return f"the file has {found:,} bytes where its blocks need {expected:,}" if found < expected else None
