@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 FOLDER = "fleet-server"
 POLL_SECONDS = 1.0
@@ -155,7 +155,8 @@ def _start(where: Path, idle: float, timeout: float) -> dict[str, Any]:
         # command's output (a pipe, CI) is not kept waiting on it.
         child = subprocess.Popen([sys.executable, "-m", "fleet_data.flows.shared_prefect", "--folder", str(where),
                                   "--idle", f"{idle:g}", "--timeout", f"{timeout:g}"],
-                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                 env=_without_secrets(os.environ))
     _spawned.append(child)  # not collected (and warned about) while this process runs
     deadline = time.monotonic() + timeout + 5
     while time.monotonic() < deadline:
@@ -171,6 +172,15 @@ def _start(where: Path, idle: float, timeout: float) -> dict[str, Any]:
 
 
 _spawned: list[subprocess.Popen[bytes]] = []
+
+
+def _without_secrets(environment: Mapping[str, str]) -> dict[str, str]:
+    """The environment the server outlives its command with: no service key, nor anything named like a secret
+    (VDS_API_KEY, AWS_SECRET_ACCESS_KEY...), which Prefect's server has no use for."""
+    from fleet_data.tasks.settings import SECRET_WORDS
+
+    return {name: value for name, value in environment.items()
+            if not name.startswith("VDS_") and not any(word in name.lower() for word in SECRET_WORDS)}
 
 
 # -- the supervisor ---------------------------------------------------------------------------------------------

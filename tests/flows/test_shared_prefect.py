@@ -87,6 +87,8 @@ def test_commands_share_one_server_that_stops_once_unused(sandbox, fleet, home, 
     server = psutil.Process(first["pid"])
     started = [server, *server.children(recursive=True)]  # the supervisor and Prefect's uvicorn server
     assert len(started) >= 2
+    # It outlives the command: the service key does not live on in its environment.
+    assert all("VDS_API_KEY" not in process.environ() for process in started)
 
     _refresh(fleet, tmp_path / "two.duckdb", env)  # another database: something is due, so Prefect is needed
     assert _server(home) == first  # the same server, not a second one
