@@ -36,7 +36,7 @@ from typing import Any, Iterator, Mapping
 
 FOLDER = "fleet-server"
 POLL_SECONDS = 1.0
-HEALTH_SECONDS = 2.0  # a server that does not answer /health in this long is not reused
+HEALTH_SECONDS = 5.0  # a server that does not answer /health in this long is not reused (a busy one answers in less)
 
 
 def folder() -> Path:
