@@ -168,8 +168,9 @@ def test_the_settings_tree_reads_every_group_at_once(clean, monkeypatch):
 
 
 # Where the environment is still touched outside tasks/settings.py, and why: each copies it whole for a child
-# process (which must inherit the key, PYTHONPATH and Prefect's settings), or writes what Prefect reads from it.
-CHILD_ENVIRONMENTS = {"flows/processes.py", "connectors/sandbox/runner.py"}
+# process (which must inherit the key, PYTHONPATH and Prefect's settings; the shared Prefect server, which outlives
+# its command, all of it but the secrets), or writes what Prefect reads from it.
+CHILD_ENVIRONMENTS = {"flows/processes.py", "flows/shared_prefect.py", "connectors/sandbox/runner.py"}
 
 
 def test_no_module_reads_the_environment_by_itself():

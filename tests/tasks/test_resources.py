@@ -1,6 +1,7 @@
 """A run's resources (tasks/control/resources.py): a full disk recognised, paid answers kept, a store that vanishes.
 
-The full disk is real: a tmpfs of 2 MB the test mounts (we run as root; skipped where mounting is refused).
+The full disk is real: a tmpfs of 2 MB (3 MB where a store and one copy must fit) the test mounts (we run as root;
+skipped where mounting is refused).
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ AT = datetime(2026, 1, 1, tzinfo=timezone.utc)
 @pytest.fixture
 def tiny_disk(tmp_path):
     with tmpfs(tmp_path / "disk", "2m") as disk:
+        yield disk
+
+
+@pytest.fixture
+def room_for_one_copy(tmp_path):
+    """A disk where a new store (1.06 MB: four 256 KiB blocks and the headers) and one copy of it fit."""
+    with tmpfs(tmp_path / "disk", "3m") as disk:
         yield disk
 
 
@@ -125,7 +133,7 @@ def test_duckdbs_lock_on_the_working_store_outlives_a_publish(tmp_path):
     assert subprocess.run(other, capture_output=True, timeout=120).returncode == 0  # closed: free again
 
 
-def test_a_publish_without_room_for_its_copy_is_not_made_and_leaves_no_partial_file(tiny_disk, monkeypatch):
+def test_a_publish_without_room_for_its_copy_is_not_made_and_leaves_no_partial_file(room_for_one_copy, monkeypatch):
     import os
     import shutil
 
@@ -133,19 +141,19 @@ def test_a_publish_without_room_for_its_copy_is_not_made_and_leaves_no_partial_f
 
     monkeypatch.setenv("FLEET_MIN_FREE_MB", "0")
     monkeypatch.setenv("FLEET_RESERVE_MB", "0")
-    db = tiny_disk / "fleet.duckdb"
+    db = room_for_one_copy / "fleet.duckdb"
     with hold_run(db, RUN, "refresh", say=lambda line: None) as session:  # published at once: the store is small
         context, before = session.context, db.read_bytes()
-        working = tiny_disk / "fleet.duckdb.working"
+        working = room_for_one_copy / "fleet.duckdb.working"
         for _ in range(40):  # grow the store past what a copy of it would find free
-            if os.stat(working).st_size > shutil.disk_usage(tiny_disk).free:
+            if os.stat(working).st_size > shutil.disk_usage(room_for_one_copy).free:
                 break
             context.store.connection.execute("CREATE OR REPLACE TABLE ballast AS SELECT md5(random()::VARCHAR) || "
                                              "md5(random()::VARCHAR) AS x FROM range(20000 + 20000 * $n)", {"n": _})
             context.store.connection.execute("CHECKPOINT")
-        assert os.stat(working).st_size > shutil.disk_usage(tiny_disk).free
+        assert os.stat(working).st_size > shutil.disk_usage(room_for_one_copy).free
         assert not context.publish()
         assert context.watch.halted and context.watch.halted[0] == resources.NO_SPACE
-    assert not (tiny_disk / "fleet.duckdb.publishing").exists()
+    assert not (room_for_one_copy / "fleet.duckdb.publishing").exists()
     assert db.read_bytes() == before
     stops.forget_run(RUN)
