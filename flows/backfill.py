@@ -70,12 +70,11 @@ def _backfill_fleet(options: BackfillOptions | None = None, run_id: str | None =
     """Fetch `options.datasets` again for the chosen VINs (tasks/settings.py `BackfillOptions`)."""
     from fleet_data.tasks.steps.backfill_tasks import FETCHED_AS, plan_backfill, record_recall_checks
     from fleet_data.tasks.plan.backfill import chosen_datasets, vin_counts
-    from fleet_data.tasks.plan.due import Plan
     from fleet_data.tasks.steps.refresh_tasks import fetch_dataset_chunk, finish_refresh
 
     from fleet_data.tasks.control.signals import cancelled
     from fleet_data.tasks.control.stops import CANCELLED
-    from fleet_data.tasks.outputs.summary import budget_left, final_status, record_chunk, start_summary
+    from fleet_data.tasks.run.summary import RunBudget, RunSummary
 
     from fleet_data.tasks.run.context import new_run_id
 
@@ -87,28 +86,27 @@ def _backfill_fleet(options: BackfillOptions | None = None, run_id: str | None =
     by_failures = vins is None and options.vins_file is None
     chosen = list(datasets or (ALL_DATASETS if by_failures else DEFAULT_DATASETS))
     parameters = {**options.run_parameters(), "datasets": chosen}
-    plan = chosen_datasets(datasets, by_failures, Plan.from_dict(plan_backfill(
-        run_id, chosen, vins, options.vins_file, options.failures_of, options.all_failures, parameters)))
-    summary = start_summary(run_id, vin_counts(plan), plan, kind="backfill")
+    plan = chosen_datasets(datasets, by_failures, plan_backfill(
+        run_id, chosen, vins, options.vins_file, options.failures_of, options.all_failures, parameters))
+    summary = RunSummary.start(run_id, vin_counts(plan), plan, kind="backfill")
     if refused := plan.refusal(options.max_units):  # before any call, as a refresh refuses (exit code 4)
-        summary["status"], summary["message"] = "refused", refused
+        summary.refuse(refused)
         return finish_refresh(run_id, summary, options.lake)
 
-    budget = options.max_units
+    budget = RunBudget(options.max_units)  # one task at a time, always: each sees what the ones before it left
     for dataset in (d for d in ORDER if d in plan.datasets):
-        due, counts = plan.datasets[dataset], summary["datasets"][dataset]
+        due = plan.datasets[dataset]
         for offset, length in due.chunks(options.chunk_size):
-            if counts["stop_reason"] or cancelled(run_id):
-                counts["pending"] += length
-                counts["stop_reason"] = counts["stop_reason"] or CANCELLED
+            if summary.datasets[dataset].stop_reason or cancelled(run_id):
+                summary.leave_pending(dataset, length, CANCELLED)
                 continue
-            result = fetch_dataset_chunk(run_id, FETCHED_AS.get(dataset, dataset), due.path, offset, length,
-                                         options.concurrency, budget)
-            budget = budget_left(budget, record_chunk(counts, result))
+            outcome = fetch_dataset_chunk(run_id, FETCHED_AS.get(dataset, dataset), due.path, offset, length,
+                                          options.concurrency, budget.left)
+            summary.add_chunk(dataset, outcome, budget)
     if "recalls" in plan.datasets and plan.datasets["recalls"].due:
         record_recall_checks(run_id)
 
-    final_status(summary, cancelled=cancelled(run_id))
+    summary.end(cancelled=cancelled(run_id))
     return finish_refresh(run_id, summary, options.lake)
 
 
@@ -123,34 +121,29 @@ def _reparse_raw_responses(
     from fleet_data.tasks.steps.backfill_tasks import reparse_chunk, start_reparse
     from fleet_data.tasks.steps.refresh_tasks import finish_refresh
     from fleet_data.tasks.control.signals import cancelled
-    from fleet_data.tasks.outputs.summary import add_counts
+    from fleet_data.tasks.run.summary import ChunkOutcome, DatasetFigures, RunSummary
 
     from fleet_data.tasks.run.context import new_run_id
 
     run_id = run_id or new_run_id()
     chosen = list(datasets or REPARSE_DATASETS)
     held = start_reparse(run_id, chosen, {"datasets": chosen, "chunk_size": chunk_size})
-    summary: dict[str, Any] = {
-        "run_id": run_id, "kind": "reparse", "status": "running", "ingest": {}, "estimated_units": 0, "units": 0,
-        "calls": 0, "datasets": {}, "message": None,
-    }
+    summary = RunSummary(run_id, kind="reparse")
     skipped = 0
     for dataset in chosen:
-        counts: dict[str, Any] = {"roster": held[dataset], "skipped_fresh": 0, "planned": held[dataset], "estimated_units": 0,
-                  "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "stop_reason": None}
+        counts = summary.datasets[dataset] = DatasetFigures(roster=held[dataset], planned=held[dataset])
         for offset in range(0, held[dataset], chunk_size):
             if cancelled(run_id):  # what is re-parsed stays; the rest keeps its rows as they were
-                counts["pending"] += min(chunk_size, held[dataset] - offset)
+                counts.pending += min(chunk_size, held[dataset] - offset)
                 continue
             parsed = reparse_chunk(run_id, dataset, offset, min(chunk_size, held[dataset] - offset))
-            add_counts(counts, found=parsed["found"], no_data=parsed["skipped"], failed=parsed["failed"])
+            counts.add(ChunkOutcome(found=parsed["found"], no_data=parsed["skipped"], failed=parsed["failed"]))
             skipped += parsed["skipped"]
-        summary["datasets"][dataset] = counts
     if skipped:
-        summary["message"] = (f"{skipped} stored answers not re-parsed (model-wide recall listings: "
-                              "which VINs they settled is not part of the answer)")
-    failed = sum(d["failed"] for d in summary["datasets"].values())
-    summary["status"] = "cancelled" if cancelled(run_id) else "partial" if failed else "completed"
+        summary.message = (f"{skipped} stored answers not re-parsed (model-wide recall listings: "
+                           "which VINs they settled is not part of the answer)")
+    failed = sum(d.failed for d in summary.datasets.values())
+    summary.status = "cancelled" if cancelled(run_id) else "partial" if failed else "completed"
     return finish_refresh(run_id, summary, lake)
 
 

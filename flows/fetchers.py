@@ -51,7 +51,7 @@ from fleet_data.tasks.control.services import AGAIN, INTERVAL, ServiceWatch
 
 from fleet_data.tasks.errors import UsageError
 from fleet_data.tasks.control import progress
-from fleet_data.tasks.steps.refresh_tasks import FetchAccess, fetch_staged_chunk, land_staged_chunk
+from fleet_data.tasks.steps.refresh_tasks import FetchAccess, StagedChunk, fetch_staged_chunk, land_staged_chunk
 from fleet_data.tasks.plan.due import due_rows
 from fleet_data.tasks.run.context import current
 from fleet_data.tasks.staging.area import StagingArea, is_remote, reach
@@ -116,7 +116,7 @@ class Fetchers:
             stop_pool(self._runner)
         self._stack.close()
 
-    def result(self, future: PrefectFuture) -> dict[str, Any]:
+    def result(self, future: PrefectFuture) -> StagedChunk:
         """What a fetch task staged; a Dask scheduler or its workers lost under it raise the run's halt
         (ResourceLost, SERVICE_LOST: exit code 9), never a bug."""
         try:
@@ -139,21 +139,20 @@ class Fetchers:
             return fetch_staged_chunk.submit(**parameters)  # type: ignore[call-overload]
         return self._runner.submit(fetch_staged_chunk, parameters)
 
-    def land(self, chunks: list[tuple[str, dict[str, Any]]]) -> None:
+    def land(self, chunks: list[tuple[str, StagedChunk]]) -> None:
         """Land what fetch tasks staged (one writer: this process), the chunks that came back together in one
         transaction. A chunk with journals of lost attempts (a Dask worker gone mid-chunk) lands alone, those first,
         as they were fetched: an answer there may be a failure its re-run answered."""
-        together = [staged["staged"] for _, staged in chunks if not staged.get("earlier")]
+        together = [staged.staged for _, staged in chunks if not staged.earlier]
         if together:
-            land_staged_chunk(self.run_id, ", ".join(dict.fromkeys(d for d, s in chunks if not s.get("earlier"))),
-                              together)
+            land_staged_chunk(self.run_id, ", ".join(dict.fromkeys(d for d, s in chunks if not s.earlier)), together)
         for dataset, staged in chunks:
-            if staged.get("earlier"):
-                for location in [*staged["earlier"], staged["staged"]]:
+            if staged.earlier:
+                for location in [*staged.earlier, staged.staged]:
                     land_staged_chunk(self.run_id, dataset, [location])
-            if staged["pid"] != os.getpid():  # fetched elsewhere: nobody advanced this process's bars
-                progress.current().advance(dataset, sum(staged[k] for k in ("found", "no_data", "failed", "pending")))
-            self.pids.add(staged["pid"])
+            if staged.pid != os.getpid():  # fetched elsewhere: nobody advanced this process's bars
+                progress.current().advance(dataset, staged.outcome.settled)
+            self.pids.add(staged.pid)
 
 
 def stop_pool(runner: Any, grace: float = 2.0) -> None:
@@ -168,11 +167,6 @@ def stop_pool(runner: Any, grace: float = 2.0) -> None:
         process.join(max(0.0, deadline - time.monotonic()))
         if process.is_alive():
             process.kill()
-
-
-def chunk_counts(staged: dict[str, Any]) -> dict[str, Any]:
-    """A fetch task's counts, as the summary adds them up."""
-    return {k: v for k, v in staged.items() if k not in ("staged", "earlier", "pid")}
 
 
 class ClusterError(UsageError, ValueError):

@@ -15,7 +15,7 @@ from typing import Any
 
 from prefect import flow
 
-from fleet_data.flows.fetchers import Fetchers, chunk_counts
+from fleet_data.flows.fetchers import Fetchers
 from fleet_data.flows.inflight import InFlight
 from fleet_data.flows.naming import as_flow_run, records_failure, run_name
 from fleet_data.flows.processes import die_with_parent_process
@@ -28,9 +28,10 @@ from fleet_data.tasks.control.resources import SERVICE_LOST, ResourceLost, halt,
 from fleet_data.tasks.control.stops import CANCELLED, for_run
 from fleet_data.tasks.run.context import current, holds_run_lock, new_run_id
 from fleet_data.tasks.control.signals import cancellable, cancelled
-from fleet_data.tasks.outputs.summary import (add_counts, budget_left, final_status, printed_plan, record_batch, record_chunk,
-                                              record_plates, replan, start_summary)
+from fleet_data.tasks.run.summary import RunBudget, RunSummary, Schedule
 from fleet_data.tasks.steps.refresh_tasks import (
+    RecallsChecked,
+    StagedChunk,
     check_recalls,
     finish_refresh,
     ingest_fleet,
@@ -52,7 +53,7 @@ def waits_for_history(dataset: str, lanes: dict[str, deque], fetching: set[str])
     return declaration(dataset).asks_mileage and (bool(lanes.get("history")) or "history" in fetching)
 
 
-def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetchers: Fetchers, plan: Plan,
+def fetch_side_by_side(lanes: dict[str, deque], summary: RunSummary, fetchers: Fetchers, plan: Plan,
                        concurrency: int) -> None:
     """Every dataset's chunks at once, two per dataset in flight, each dataset independent of the others.
 
@@ -66,13 +67,13 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
     running: InFlight[tuple[str, int]] = InFlight(fetchers.run_id)
 
     def fill(dataset: str) -> None:
-        counts, chunks = summary["datasets"][dataset], lanes[dataset]
+        counts, chunks = summary.datasets[dataset], lanes[dataset]
         if waits_for_history(dataset, lanes, {d for d, _ in running.tags()}):
             return
         while chunks and sum(d == dataset for d, _ in running.tags()) < fetchers.chunks_in_flight:
             offset, length = chunks.popleft()
-            if counts["stop_reason"] or _stopped(fetchers.run_id):
-                _leave_pending(counts, length, _stopped(fetchers.run_id) or CANCELLED)
+            if counts.stop_reason or _stopped(fetchers.run_id):
+                counts.leave_pending(length, _stopped(fetchers.run_id) or CANCELLED)
                 continue
             future = fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, concurrency, None)
             running.add(future, (dataset, length))
@@ -83,18 +84,18 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
         finished = running.next()
         if finished is None:  # stopped, and the deadline passed: what is still out is left to the next run
             for dataset, length in running.leave():
-                _leave_pending(summary["datasets"][dataset], length)
+                summary.leave_pending(dataset, length, CANCELLED)
             for dataset, chunks in lanes.items():  # and what never started is pending too, in the run's figures
                 while chunks:
-                    _leave_pending(summary["datasets"][dataset], chunks.popleft()[1], _stopped(fetchers.run_id) or CANCELLED)
+                    summary.leave_pending(dataset, chunks.popleft()[1], _stopped(fetchers.run_id) or CANCELLED)
             return
         landing = []  # this chunk and every other back by now: they land in one transaction
         for future, (dataset, length) in [finished, *running.ready()]:
             staged = _staged(fetchers, future)
             if staged is None:  # a service lost under it: its journal stays where the next run finds it
-                _leave_pending(summary["datasets"][dataset], length, _stopped(fetchers.run_id) or CANCELLED)
+                summary.leave_pending(dataset, length, _stopped(fetchers.run_id) or CANCELLED)
                 continue
-            record_chunk(summary["datasets"][dataset], chunk_counts(staged))
+            summary.add_chunk(dataset, staged.outcome)
             fill(dataset)  # the next chunk fetches while this one lands
             landing.append((dataset, staged))
         if landing and not cancelled(fetchers.run_id):  # stopped: the answers stay journalled
@@ -102,12 +103,6 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: dict[str, Any], fetcher
                 fetchers.land(landing)
         for waiting in lanes:  # the history's last chunk landed: the valuations start (halted: left pending)
             fill(waiting)
-
-
-def _leave_pending(counts: dict[str, Any], length: int, reason: str = CANCELLED) -> None:
-    """A chunk not fetched (or not waited for): not failed, due again next run."""
-    counts["pending"] += length
-    counts["stop_reason"] = counts["stop_reason"] or reason
 
 
 @contextlib.contextmanager
@@ -122,7 +117,7 @@ def service_lost(run_id: str) -> Iterator[None]:
         halt(run_id, exc.reason, exc.kind)
 
 
-def _staged(fetchers: Fetchers, future: Any) -> dict[str, Any] | None:
+def _staged(fetchers: Fetchers, future: Any) -> StagedChunk | None:
     """What a fetch task staged; None when a service it depends on was lost (the run is halted then)."""
     with service_lost(fetchers.run_id):
         return fetchers.result(future)
@@ -170,100 +165,93 @@ def _refresh(paths: list[str], options: RefreshOptions, run_id: str) -> dict[str
 def _refresh_with(paths: list[str], options: RefreshOptions, run_id: str, fetchers: Fetchers) -> dict[str, Any]:
     parameters = options.run_parameters()  # read by the landing's change detection (sql/changes/); never the notify URL
     ingest = ingest_fleet(paths, run_id, options.vin_column, parameters, options.plates)
-    plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None))
-    summary = start_summary(run_id, ingest, plan)
+    plan = plan_refresh(run_id, options.datasets, options.force, options.fresh or None)
+    summary = RunSummary.start(run_id, ingest, plan)
 
     if refused := plan.refusal(options.max_units):
         if plan.plates:  # nothing is called: rows waiting for a plate lookup are rejected as not looked up
-            record_plates(summary, resolve_plates(run_id, plan.plates.path, False, None, options.concurrency), None)
-        summary["status"], summary["message"] = "refused", refused
+            summary.add_plates(resolve_plates(run_id, plan.plates.path, False, None, options.concurrency))
+        summary.refuse(refused)
         return finish_refresh(run_id, summary, options.lake)
 
-    # Without a budget, the recall batch is processed by the service while per-VIN chunks run, and
-    # the datasets' chunks run side by side (see fetch_side_by_side). With --max-units everything
-    # runs one task at a time so the budget each task sees is exact.
-    budget = options.max_units
+    schedule, budget = Schedule.of(options.max_units), RunBudget(options.max_units)
     if plan.plates:  # the VINs behind plates join the roster first, then every dataset is planned with them
-        found = resolve_plates(run_id, plan.plates.path, True, budget, options.concurrency)
-        budget = record_plates(summary, found, budget)
-        if found["valid"]:
-            plan = Plan.from_dict(plan_refresh(run_id, options.datasets, options.force, options.fresh or None,
-                                               printed_plan(summary)))
-            replan(summary, plan)
-    batch, budget = _start_recalls(plan, options, run_id, summary, budget)
-    budget = _fetch(plan, options, summary, fetchers, budget)
+        found = resolve_plates(run_id, plan.plates.path, True, budget.left, options.concurrency)
+        summary.add_plates(found, budget)
+        if found.valid:
+            plan = plan_refresh(run_id, options.datasets, options.force, options.fresh or None, summary.printed_plan())
+            summary.replan(plan)
+    batch = _start_recalls(plan, options, run_id, summary, schedule, budget)
+    _fetch(plan, options, summary, fetchers, schedule, budget)
     if fetchers.pids - {os.getpid()}:
-        summary["fetched_in"] = sorted(fetchers.pids)  # the worker processes that fetched (--workers, --dask)
+        summary.fetched_in = sorted(fetchers.pids)
     if batch is not None:
-        _finish_recalls(batch, options, run_id, summary, budget)
+        _finish_recalls(batch, options, run_id, summary, schedule, budget)
 
-    final_status(summary, cancelled=cancelled(run_id))
-    summary = finish_refresh(run_id, summary, options.lake)
+    summary.end(cancelled=cancelled(run_id))
+    finished = finish_refresh(run_id, summary, options.lake)
     if options.notify:  # the run's changes to a webhook; nothing is posted when nothing changed
-        summary["notification"] = notify_changes(run_id, options.notify)
-    return summary
+        finished["notification"] = notify_changes(run_id, options.notify)
+    return finished
 
 
-def _start_recalls(plan: Plan, options: RefreshOptions, run_id: str, summary: dict[str, Any],
-                   budget: int | None) -> tuple[Any, int | None]:
+def _start_recalls(plan: Plan, options: RefreshOptions, run_id: str, summary: RunSummary, schedule: Schedule,
+                   budget: RunBudget) -> Any:
     """Submit the recall batches; per-VIN campaign lookups need only the batches: each batch's start as it
-    lands, beside the other datasets. With a budget, the batches finish before anything else is fetched."""
+    lands, beside the other datasets. One task at a time, the batches finish before anything else is fetched."""
     recalls = plan.datasets.get("recalls")
     if recalls is None:
-        return None, budget
-    parallel = options.max_units is None
-    pipelined = options.concurrency if parallel and options.recall_details == "vin" else None
-    batch = check_recalls.submit(run_id, recalls.path, options.batch_size, options.webhook_url, budget,
+        return None
+    side_by_side = schedule is Schedule.SIDE_BY_SIDE
+    pipelined = options.concurrency if side_by_side and options.recall_details == "vin" else None
+    batch = check_recalls.submit(run_id, recalls.path, options.batch_size, options.webhook_url, budget.left,
                                  options.webhook_listen, pipelined)
-    if not parallel:
-        budget = record_batch(summary, batch.result(), budget)
-    return batch, budget
+    if not side_by_side:
+        summary.add_recall_batches(batch.result().batches, budget)
+    return batch
 
 
-def _fetch(plan: Plan, options: RefreshOptions, summary: dict[str, Any], fetchers: Fetchers,
-           budget: int | None) -> int | None:
-    """Every per-VIN dataset's chunks: side by side without a budget, else one task at a time."""
+def _fetch(plan: Plan, options: RefreshOptions, summary: RunSummary, fetchers: Fetchers, schedule: Schedule,
+           budget: RunBudget) -> None:
+    """Every per-VIN dataset's chunks: side by side, or one task at a time, each seeing the budget left."""
     lanes = {d: deque(plan.datasets[d].chunks(options.chunk_size)) for d in ORDER if d in plan.datasets and d != "recalls"}
     fetchers.mileage_moves = bool(lanes.get("history"))  # the odometers valuations may ask with land in this run
-    if options.max_units is None:
+    if schedule is Schedule.SIDE_BY_SIDE:
         fetch_side_by_side(lanes, summary, fetchers, plan, options.concurrency)
-        return budget
-    while any(lanes.values()):  # one chunk of each dataset in turn, each task seeing the budget left
+        return
+    while any(lanes.values()):  # one chunk of each dataset in turn
         for dataset, chunks in lanes.items():
             if not chunks or waits_for_history(dataset, lanes, set()):
                 continue
             offset, length = chunks.popleft()
-            counts = summary["datasets"][dataset]
-            if counts["stop_reason"] or _stopped(fetchers.run_id):
-                _leave_pending(counts, length, _stopped(fetchers.run_id) or CANCELLED)
+            if summary.datasets[dataset].stop_reason or _stopped(fetchers.run_id):
+                summary.leave_pending(dataset, length, _stopped(fetchers.run_id) or CANCELLED)
                 continue
             waiting: InFlight[str] = InFlight(fetchers.run_id)
             waiting.add(fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, options.concurrency,
-                                        budget), dataset)
+                                        budget.left), dataset)
             finished = waiting.next()
             if finished is None:  # stopped, and the chunk not back by the stop's deadline
-                _leave_pending(counts, length)
+                summary.leave_pending(dataset, length, CANCELLED)
                 continue
-            staged = finished[0].result()
-            budget = budget_left(budget, record_chunk(counts, chunk_counts(staged)))
+            staged: StagedChunk = finished[0].result()
+            summary.add_chunk(dataset, staged.outcome, budget)
             if not cancelled(fetchers.run_id):  # stopped: the answers stay journalled; the next run lands them
                 fetchers.land([(dataset, staged)])
-    return budget
 
 
-def _finish_recalls(batch: Any, options: RefreshOptions, run_id: str, summary: dict[str, Any],
-                    budget: int | None) -> None:
+def _finish_recalls(batch: Any, options: RefreshOptions, run_id: str, summary: RunSummary, schedule: Schedule,
+                    budget: RunBudget) -> None:
     waiting: InFlight[str] = InFlight(run_id)
     waiting.add(batch, "recalls")
     if waiting.next() is None:  # stopped, and the batch task not back by the stop's deadline
-        _leave_pending(summary["datasets"]["recalls"], summary["datasets"]["recalls"]["planned"])
+        summary.leave_pending("recalls", summary.datasets["recalls"].planned, CANCELLED)
         return  # the batch stays in the ledger: the next run polls it again, never resubmits it
-    checked = batch.result()
-    if options.max_units is None:
-        budget = record_batch(summary, checked, budget)
-    if cancelled(run_id) and not checked.get("details"):
+    checked: RecallsChecked = batch.result()
+    if schedule is Schedule.SIDE_BY_SIDE:
+        summary.add_recall_batches(checked.batches, budget)
+    if cancelled(run_id) and checked.details is None:
         return  # stopped: campaign details are due again next run, from the recalls landed
     # Campaign details by model group VINs by the specs landed above, so they come last.
-    outcome = checked.get("details") or recall_details(run_id, budget, options.concurrency, options.recall_details)
-    summary["recall_details"] = outcome
-    add_counts(summary, calls=outcome["calls"], units=outcome["units"], possible_units=outcome.get("possible_units", 0))
+    summary.add_recall_details(checked.details or recall_details(run_id, budget.left, options.concurrency,
+                                                                 options.recall_details))

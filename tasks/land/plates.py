@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Any
 
 import polars as pl
 
@@ -17,12 +16,13 @@ from fleet_data.tasks.ingest.plates import (Lookup, PlateLookups, merge_into_ros
                                             resolutions_frame)
 from fleet_data.tasks.land.frames import api_calls_frame
 from fleet_data.tasks.land.landing import calls_not_recorded
+from fleet_data.tasks.run.summary import PlateOutcome
 from fleet_data.tasks.staging.journal import Journal
 from fleet_data.tasks.store.database import Database, pack_vehicle_extras
 
 
-def land_lookups(db: Database, run_id: str, waiting: pl.DataFrame, lookups: PlateLookups) -> dict[str, Any]:
-    """Land the lookups, their calls, and the waiting rows' places, in one transaction; returns the counts."""
+def land_lookups(db: Database, run_id: str, waiting: pl.DataFrame, lookups: PlateLookups) -> PlateOutcome:
+    """Land the lookups, their calls, and the waiting rows' places, in one transaction; returns their outcome."""
     found, rejected = place_looked_up(waiting, lookups)
     vins = found["vin"].unique().to_list()
     listed = db.query("run_roster_rows", run_id=run_id, vins=vins) if vins else pl.DataFrame({"vin": []}, schema={"vin": pl.String})
@@ -31,11 +31,11 @@ def land_lookups(db: Database, run_id: str, waiting: pl.DataFrame, lookups: Plat
     db.land_chunk({"plate_resolutions": resolutions_frame(lookups), "api_calls": api_calls_frame(lookups.calls),
                    "vehicles": vehicles, "rejected_rows": rejected}, run_id)
     outcomes = [r.outcome for r in lookups.results.values()]
-    return {"valid": added["valid"], "duplicates": added["duplicates"], "rejected": rejected.height,
-            "rows": waiting.height, "lookups": len(lookups.results) + len(lookups.not_looked_up),
-            "found": outcomes.count("found"), "not_found": outcomes.count("not_found"),
-            "failed": outcomes.count("failed"), "not_looked_up": len(lookups.not_looked_up),
-            "calls": len(lookups.calls), "units": lookups.units, "stop_reason": lookups.stop_reason}
+    return PlateOutcome(valid=added["valid"], duplicates=added["duplicates"], rejected=rejected.height,
+                        rows=waiting.height, lookups=len(lookups.results) + len(lookups.not_looked_up),
+                        found=outcomes.count("found"), not_found=outcomes.count("not_found"),
+                        failed=outcomes.count("failed"), not_looked_up=len(lookups.not_looked_up),
+                        calls=len(lookups.calls), units=lookups.units, stop_reason=lookups.stop_reason)
 
 
 def lookups_from_journal(journal: Journal) -> PlateLookups:

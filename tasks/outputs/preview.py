@@ -26,13 +26,14 @@ from fleet_data.tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
 from fleet_data.tasks.ingest.plates import settle_at_ingest
 from fleet_data.tasks.settings import service_in_use
 from fleet_data.tasks.store.published import read_only_view
-from fleet_data.tasks.outputs.summary import plan_text, start_summary
+from fleet_data.tasks.outputs.summary import plan_text
+from fleet_data.tasks.run.summary import RunSummary
 
 
 
 @dataclass
 class Preview:
-    summary: dict[str, Any]  # as a run's summary: status `planned` (or `refused` over --max-units)
+    summary: dict[str, Any]  # as a run's summary leaves it (its JSON form): `planned`, or `refused` over --max-units
     plan: str  # the plan as the user reads it (`plan_text`)
     nothing_due: bool = False  # no dataset has a VIN due and no plate needs a lookup
 
@@ -61,14 +62,8 @@ def preview_refresh(
         plan: Plan = make_plan(view, run_id, datasets, Path(folder) / "due",
                                rule=DueRule(force, parse_freshness(freshness), service=service), plates_waiting=waiting,
                                roster=roster)
-        summary = start_summary(run_id, counts, plan)
         text = plan_text(plan)
-        nothing_due = plan.nothing_due
-    refused = plan.refusal(max_units)
-    summary["status"] = "refused" if refused else "planned"
-    if refused:
-        summary["message"] = refused
-    return Preview(summary, text, nothing_due)
+    return Preview(_planned(RunSummary.start(run_id, counts, plan), plan, max_units), text, plan.nothing_due)
 
 
 def preview_backfill(db_path: str | Path, run_id: str, datasets: list[str] | None, *, vins: list[str] | None = None,
@@ -94,9 +89,13 @@ def preview_backfill(db_path: str | Path, run_id: str, datasets: list[str] | Non
             raise ValueError(f"no run {failures_of!r} in {db_path}")
         frames = due_frames(db, chosen, vins, failures_of, all_failures)
     plan = chosen_datasets(datasets, by_failures, plan_from_frames(run_id, frames, chosen, None))
-    summary = start_summary(run_id, vin_counts(plan), plan, kind="backfill")
-    refused_by = plan.refusal(max_units)
-    summary["status"] = "refused" if refused_by else "planned"
-    if refused_by:
-        summary["message"] = refused_by
-    return Preview(summary, plan_text(plan), not any(d.due for d in plan.datasets.values()))
+    summary = RunSummary.start(run_id, vin_counts(plan), plan, kind="backfill")
+    return Preview(_planned(summary, plan, max_units), plan_text(plan), not any(d.due for d in plan.datasets.values()))
+
+
+def _planned(summary: RunSummary, plan: Plan, max_units: int | None) -> dict[str, Any]:
+    """A dry run's summary: `planned`, or refused as the run would be (`Plan.refusal`)."""
+    summary.status = "planned"
+    if refused := plan.refusal(max_units):
+        summary.refuse(refused)
+    return summary.as_json()

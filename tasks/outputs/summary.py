@@ -1,4 +1,7 @@
-"""The run summary, as a terminal table, as markdown (Prefect artifact) and as JSON."""
+"""The run summary as people read it: a terminal table, markdown (the Prefect artifact) and JSON.
+
+Each function reads the summary's JSON form (`RunSummary.as_json()`, tasks/run/summary.py), the one `--json`
+prints: what the run added up while it ran is typed there, and owned by the flow."""
 
 from __future__ import annotations
 
@@ -11,130 +14,6 @@ COLUMNS = ("roster", "not_applicable", "skipped_fresh", "planned", "estimated_un
            "pending", "calls", "units")
 # n/a: roster VINs the dataset does not apply to (tasks/ingest/markets.py): never called, never failed.
 HEADERS = ("dataset", "VINs", "n/a", "fresh", "due", "est.", "found", "none", "failed", "pending", "calls", "units")
-
-
-# --- bookkeeping: pure functions the flows use to add up what their tasks report ---------------------
-
-
-def record_chunk(counts: dict[str, Any], result: dict[str, Any]) -> int:
-    add_counts(counts, **{k: v for k, v in result.items() if k != "stop_reason"})
-    counts["stop_reason"] = counts["stop_reason"] or result["stop_reason"]
-    return result["units"]
-
-
-def record_batch(summary: dict[str, Any], outcome: dict[str, Any], budget: int | None) -> int | None:
-    add_counts(summary["datasets"]["recalls"], found=outcome["checked"], failed=outcome["failed"],
-               pending=outcome["pending"], calls=outcome["calls"], units=outcome["units"],
-               stop_reason=outcome["stop_reason"])
-    return budget_left(budget, outcome["units"])
-
-
-def start_summary(run_id: str, ingest: dict[str, int], plan: "Plan", kind: str = "refresh") -> dict[str, Any]:
-    summary: dict[str, Any] = {
-        "run_id": run_id,
-        "kind": kind,
-        "status": "running",
-        "service": plan.service,  # where its answers come from (connectors/config.py `service_name`); never the key
-        "ingest": ingest,
-        "estimated_units": plan.estimated_units,
-        "recall_detail_ceiling": plan.recall_detail_ceiling,
-        # The plan as printed before any call (`plan_text`); `estimated_units` grows once plates find vehicles.
-        "planned": {"estimated_units": plan.estimated_units, "recall_detail_ceiling": plan.recall_detail_ceiling,
-                    "plate_vehicle_ceiling": plan.plate_vehicle_ceiling},
-        "units": 0,
-        "possible_units": 0,  # what calls never answered (timed out, dropped) may have cost besides `units`
-        "calls": 0,
-        "datasets": {
-            name: {"roster": d.roster, "not_applicable": d.not_applicable, "skipped_fresh": d.skipped_fresh,
-                   "planned": d.due, "estimated_units": d.estimated_units,
-                   "other_service": d.other_service_due, "future_dated": d.future_due,
-                   "found": 0, "no_data": 0, "failed": 0, "pending": 0, "calls": 0, "units": 0, "possible_units": 0,
-                   "stop_reason": None, "answered_before": d.answered_before}
-            for name, d in plan.datasets.items()
-        },
-    }
-    for d in plan.datasets.values():
-        if d.unit_unknown:  # asked without a mileage: its unit cannot be known (tasks/datasets.py valuation_request)
-            summary["mileage_unit_unknown"] = {"dataset": d.dataset, "vehicles": d.unit_unknown, "vins": d.unit_unknown_vins}
-    if ingest.get("plate_rows"):
-        summary["plate_vehicle_ceiling"] = plan.plate_vehicle_ceiling
-        summary["plates"] = {"rows": ingest["plate_rows"], "known": ingest.get("plates_known", 0),
-                             "waiting": ingest.get("plates_waiting", 0),  # rows to look up (the rest: known or rejected)
-                             "lookups": plan.plates.lookups if plan.plates else 0,
-                             "estimated_units": plan.plates.estimated_units if plan.plates else 0,
-                             "found": 0, "not_found": 0, "failed": 0, "not_looked_up": 0, "calls": 0, "units": 0,
-                             "stop_reason": None}
-    return summary
-
-
-def record_plates(summary: dict[str, Any], outcome: dict[str, Any], budget: int | None) -> int | None:
-    """The plate lookups' outcome: rows waiting for them now count as valid, duplicates or rejected."""
-    add_counts(summary["plates"], **{k: outcome[k] for k in ("found", "not_found", "failed", "not_looked_up", "calls",
-                                                           "units")}, stop_reason=outcome["stop_reason"])
-    ingest = summary["ingest"]
-    add_counts(ingest, valid=outcome["valid"], duplicates=outcome["duplicates"], rejected=outcome["rejected"])
-    ingest["plates_waiting"] = 0
-    add_counts(summary, calls=outcome["calls"], units=outcome["units"])
-    summary["plate_vehicle_units"] = 0  # until `replan` prices the vehicles they found
-    return budget_left(budget, outcome["units"])
-
-
-def replan(summary: dict[str, Any], plan: "Plan") -> None:
-    """The plan made again once plates found their VINs: the datasets' figures now include those vehicles.
-
-    `planned` keeps the plan as printed; `plate_vehicle_units` is what the found vehicles added to it, so the
-    summary's estimate is the printed one plus that (`estimate_text`)."""
-    fresh = start_summary(summary["run_id"], summary["ingest"], plan, summary.get("kind", "refresh"))
-    for key in ("recall_detail_ceiling", "datasets", "service"):
-        summary[key] = fresh[key]
-    summary.pop("mileage_unit_unknown", None)
-    if "mileage_unit_unknown" in fresh:
-        summary["mileage_unit_unknown"] = fresh["mileage_unit_unknown"]
-    estimated = fresh["estimated_units"] + (summary.get("plates") or {}).get("estimated_units", 0)
-    summary["plate_vehicle_units"] = estimated - summary["planned"]["estimated_units"]
-    summary["estimated_units"] = estimated
-    summary["plate_vehicle_ceiling"] = 0
-
-
-def add_counts(target: dict[str, Any], stop_reason: str | None = None, **amounts: int) -> None:
-    for key, value in amounts.items():
-        target[key] = (target.get(key) or 0) + (value or 0)
-    if stop_reason:
-        target["stop_reason"] = target.get("stop_reason") or stop_reason
-
-
-def budget_left(budget: int | None, spent: int) -> int | None:
-    return None if budget is None else max(0, budget - spent)
-
-
-def final_status(summary: dict[str, Any], cancelled: bool = False) -> None:
-    """Total the datasets and say whether anything was left failed or pending, or the run was cancelled
-    (a stop signal: tasks/control/signals.py); a cancelled run's status says so whatever it had finished."""
-    for counts in summary["datasets"].values():
-        add_counts(summary, calls=counts["calls"], units=counts["units"], possible_units=counts.get("possible_units", 0))
-    details = summary.get("recall_details") or {}
-    plates = summary.get("plates") or {}
-    unfinished = any(c.get("failed") or c.get("pending") for c in [*summary["datasets"].values(), details])
-    unfinished = unfinished or bool(plates.get("failed") or plates.get("not_looked_up"))
-    summary["status"] = "cancelled" if cancelled else "partial" if unfinished else "completed"
-    if summary["status"] == "partial" and not summary.get("message"):  # runs.message says why, as for the others
-        summary["message"] = partial_message(summary)
-    if cancelled:
-        left = sum(c.get("pending") or 0 for c in [*summary["datasets"].values(), details])
-        summary["message"] = (f"cancelled by a stop signal: no call started after it; answers not landed yet land in the next run; "
-                              f"{left} VIN-datasets left pending for the next run")
-
-
-def partial_message(summary: dict[str, Any]) -> str:
-    """Why a run ended partial, in one line: what it left pending and what failed (the view vin_status lists them)."""
-    parts = [*summary["datasets"].values(), summary.get("recall_details") or {}]
-    pending, failed = (sum(c.get(k) or 0 for c in parts) for k in ("pending", "failed"))
-    plates = summary.get("plates") or {}
-    words = [f"{pending} VIN-datasets left pending" if pending else "", f"{failed} failed" if failed else "",
-             f"{plates.get('not_looked_up') or 0} plates not looked up" if plates.get("not_looked_up") else "",
-             f"{plates.get('failed') or 0} plate lookups failed" if plates.get("failed") else ""]
-    return (", ".join(w for w in words if w) + ": the next refresh asks again for what is pending and the failures "
-            "worth retrying (view vin_status)")
 
 
 def plan_text(plan: "Plan", printed: dict[str, int] | None = None) -> str:
@@ -197,11 +76,6 @@ def _why_due(d: Any) -> str:
     parts += [f"{n} {why}" for n, why in ((d.no_data_due, "no data before"), (d.other_service_due, "from another service"),
                                            (d.future_due, "dated in the future")) if n]
     return f"({', '.join(parts)})" if parts else ""
-
-
-def printed_plan(summary: dict[str, Any]) -> dict[str, int]:
-    """The run's first plan, as `plan_text` printed it, for the plan made again once plates found vehicles."""
-    return {**summary["planned"], "plates_units": (summary.get("plates") or {}).get("estimated_units", 0)}
 
 
 def aligned(rows: list[list[str]], left: tuple[int, ...] = (0,), gap: str = "  ") -> list[str]:

@@ -13,7 +13,7 @@ staged as Parquet so chunk tasks take a path and a slice, not a list.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
@@ -112,19 +112,6 @@ class Plan:
         if max_units is None or self.estimated_units <= max_units:
             return None
         return f"the plan costs {self.estimated_units} units, more than --max-units {max_units}: nothing was called"
-
-    def to_dict(self) -> dict:
-        return {"run_id": self.run_id, "datasets": {k: asdict(v) for k, v in self.datasets.items()},
-                "no_data_window": self.no_data_window, "plates": asdict(self.plates) if self.plates else None,
-                "recall_details_waiting": self.recall_details_waiting,
-                "service": self.service, "other_services": self.other_services}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Plan":
-        plates = PlatePlan(**data["plates"]) if data.get("plates") else None
-        return cls(data["run_id"], {k: DatasetPlan(**v) for k, v in data["datasets"].items()},
-                   data.get("no_data_window"), plates, data.get("recall_details_waiting", 0), data.get("service"),
-                   data.get("other_services") or [])
 
 
 def declaration(dataset: str) -> Dataset:

@@ -33,7 +33,7 @@ from fleet_data.tasks.staging.chunk import ChunkResult
 from fleet_data.tasks.land.recover import land_journals
 from fleet_data.tasks.land.landing import data_frames, fetch_status_frame
 from fleet_data.tasks.control.logtext import fields
-from fleet_data.tasks.plan.due import ALL_DATASETS
+from fleet_data.tasks.plan.due import ALL_DATASETS, Plan
 from fleet_data.tasks.plan.provenance import check_store
 from fleet_data.tasks.settings import service_in_use
 from fleet_data.tasks.steps.refresh_tasks import TASK
@@ -52,7 +52,7 @@ MODELS: Mapping[str, type[m.Result]] = Live(lambda: {n: model for n, d in REGIST
                                                      if (model := ENDPOINTS[d.endpoint].model) is not None})
 @task(name="plan-backfill", **TASK)
 def plan_backfill(run_id: str, datasets: list[str], vins: list[str] | None, vins_file: str | None,
-                  failures_of: str | None, all_failures: bool, parameters: dict) -> dict:
+                  failures_of: str | None, all_failures: bool, parameters: dict) -> Plan:
     """Record the backfill run and stage each dataset's VINs; refuses VINs that are neither on the roster nor valid."""
     unknown = [d for d in datasets if d not in ALL_DATASETS]
     if unknown:
@@ -81,7 +81,7 @@ def plan_backfill(run_id: str, datasets: list[str], vins: list[str] | None, vins
         if d.due:
             reporter.start(FETCHED_AS.get(name, name), f"Backfilling {name}", d.due)
     get_run_logger().info("backfill %s: %s", run_id, fields({k: v.due for k, v in plan.datasets.items()}))
-    return plan.to_dict()
+    return plan
 
 
 @task(name="record-recall-checks", **TASK)

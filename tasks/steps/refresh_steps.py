@@ -21,7 +21,7 @@ from fleet_data.tasks.ingest.fleet_files import IngestResult
 from fleet_data.tasks.outputs.changes import lead_with_changes, run_changes
 from fleet_data.tasks.outputs.report import write_run_report
 from fleet_data.tasks.outputs.todo import todo_path
-from fleet_data.tasks.outputs.summary import final_status, record_plates, start_summary
+from fleet_data.tasks.run.summary import RunSummary
 from fleet_data.tasks.plan.due import DueRule, Plan, make_plan, parse_freshness
 from fleet_data.tasks.plan.provenance import check_store
 from fleet_data.tasks.run.context import RunContext
@@ -92,54 +92,56 @@ def plan(run: RunContext, datasets: list[str], force: bool, freshness: dict[str,
     return made, recovered
 
 
-def finish(run: RunContext, summary: dict[str, Any], lake: str | None) -> tuple[dict[str, Any], tuple[Any, Any]]:
-    """Record the run and its per-dataset figures, export the lake, write the report; returns the summary and report."""
+def finish(run: RunContext, summary: RunSummary, lake: str | None) -> tuple[dict[str, Any], tuple[Any, Any]]:
+    """Record the run and its per-dataset figures, export the lake, write the report; returns the summary as it
+    leaves the run (its JSON form, the run's changes first) and the report."""
     run_id = run.run_id
-    rows = [{"dataset": name, **{k: d.get(k) for k in RUN_DATASET_COLUMNS}} for name, d in summary["datasets"].items()]
-    details = summary.get("recall_details")
-    if details and details.get("due"):
-        rows.append({"dataset": "recall_details", "planned": details["due"], "found": details["by_model"] + details["by_vin"],
-                     **{k: details.get(k) for k in ("failed", "pending", "calls", "units", "stop_reason")}})
+    rows = [{"dataset": name, **{k: getattr(d, k) for k in RUN_DATASET_COLUMNS}} for name, d in summary.datasets.items()]
+    details = summary.recall_details
+    if details and details.due:
+        rows.append({"dataset": "recall_details", "planned": details.due, "found": details.by_model + details.by_vin,
+                     **{k: getattr(details, k) for k in ("failed", "pending", "calls", "units", "stop_reason")}})
     run.phase("finishing")
     if not run.may_publish() or run.watch.halted:  # halted (a full disk, store or lock gone, a service lost): failed
         kind, reason = run.watch.halted or (resources.NO_SPACE, "")
-        summary.update(status="failed", message=reason, failure=kind)
+        summary.halt(reason, kind)
     db = run.store
     leave_pending(run, summary)
     if rows:
         db.land("run_datasets", pl.DataFrame(rows, schema={"dataset": pl.String, **RUN_DATASET_COLUMNS}), run_id)
-    db.finish_run(run_id, summary["status"], counts=summary["ingest"],
-                  units_used=summary["units"] + (summary.get("possible_units") or 0), message=summary.get("message"))
+    db.finish_run(run_id, summary.status, counts=summary.ingest, units_used=summary.units + summary.possible_units,
+                  message=summary.message)
     if kept := run.staging.quarantined():  # damaged journals of any run, until a person deals with them
-        summary["quarantined_journals"], summary["quarantine_folder"] = len(kept), str(run.staging.quarantine_dir)
-    summary = lead_with_changes(summary, run_changes(db, run_id))  # recorded as its answers landed
+        summary.quarantined_journals, summary.quarantine_folder = len(kept), str(run.staging.quarantine_dir)
+    finished = lead_with_changes(summary.as_json(), run_changes(db, run_id))  # recorded as its answers landed
     # A stopped run writes no lake and no report: the next run's export and report catch up with the
     # store (the lake compares fingerprints), and a stop must end in seconds (docs/stopping.md).
     # A failed run (a full disk, its store gone) was not published: no lake or report from it either.
     # A refused one called nothing, but it is a run: the lake's runs and roster say so, as the database does.
-    done = summary["status"] not in ("planned", "refused", "cancelled", "failed")
-    if lake and (done or summary["status"] == "refused"):
+    done = summary.status not in ("planned", "refused", "cancelled", "failed")
+    if lake and (done or summary.status == "refused"):
         db.export_parquet(lake)
     report = write_run_report(db, run.db, lake, run_id) if done else (None, None)  # recorded: the next one's period
-    summary["report"] = str(report[0]) if report[0] else None
-    summary["todo"] = str(todo_path(report[0])) if report[0] else None
+    finished["report"] = str(report[0]) if report[0] else None
+    finished["todo"] = str(todo_path(report[0])) if report[0] else None
     run.staging.finish()  # due lists are per run; answers not landed stay for the next run
     forget_run(run_id)
     stops.forget_run(run_id)
-    return summary, report
+    return finished, report
 
 
-def leave_pending(run: RunContext, summary: dict[str, Any]) -> None:
+def leave_pending(run: RunContext, summary: RunSummary) -> None:
     """Record what the run planned and left unsettled, each with its dataset's stop reason (tasks/land/pending.py).
     A refused plan called nothing and leaves nothing: its VINs are as they were."""
-    if summary["status"] in ("refused", "planned") or not any(run.planned.values()) and "recalls" not in run.planned:
+    if summary.status in ("refused", "planned") or not any(run.planned.values()) and "recalls" not in run.planned:
         return
-    fallback = {"cancelled": stops.CANCELLED, "failed": summary.get("message")}.get(summary["status"])
-    reasons = {name: d.get("stop_reason") or fallback for name, d in summary["datasets"].items()}
-    reasons[DETAILS] = ((summary.get("recall_details") or {}).get("stop_reason")
-                        or summary["datasets"].get("recalls", {}).get("stop_reason") or fallback)
+    fallback = {"cancelled": stops.CANCELLED, "failed": summary.message}.get(summary.status)
+    reasons = {name: d.stop_reason or fallback for name, d in summary.datasets.items()}
+    recalls = summary.datasets.get("recalls")
+    reasons[DETAILS] = ((summary.recall_details.stop_reason if summary.recall_details else None)
+                        or (recalls.stop_reason if recalls else None) or fallback)
     record_left_pending(run.store, run.run_id, {d: p for d, p in run.planned.items() if p}, reasons,
-                        details=summary.get("kind", "refresh") == "refresh" and "recalls" in run.planned)
+                        details=summary.kind == "refresh" and "recalls" in run.planned)
 
 
 def answer_without_calls(run: RunContext, fleet: IngestResult, paths: list[str],
@@ -159,10 +161,9 @@ def answer_without_calls(run: RunContext, fleet: IngestResult, paths: list[str],
     run.store.start_run("refresh", [str(f) for f in fleet.files] or paths, options.run_parameters(), run_id=run.run_id,
                         service=service_in_use())
     land_roster(run, roster, rejected)
-    summary = start_summary(run.run_id, counts, made)
-    final_status(summary)
-    summary, _ = finish(run, summary, options.lake)
-    return summary
+    summary = RunSummary.start(run.run_id, counts, made)
+    summary.end()
+    return finish(run, summary, options.lake)[0]
 
 
 def refuse_without_calls(run: RunContext, fleet: IngestResult, paths: list[str], options: RefreshOptions,
@@ -175,21 +176,21 @@ def refuse_without_calls(run: RunContext, fleet: IngestResult, paths: list[str],
     """
     counts = ingest(run, fleet, paths, options.run_parameters(), options.plates)
     made, _ = plan(run, options.datasets, options.force, options.fresh or None)
-    summary = start_summary(run.run_id, counts, made)
+    summary = RunSummary.start(run.run_id, counts, made)
     if made.plates:
         waiting = pl.read_parquet(made.plates.path)
         outcome = land_lookups(run.store, run.run_id, waiting, PlateLookups(not_looked_up=lookup_keys(waiting)))
         Path(made.plates.path).unlink(missing_ok=True)
-        record_plates(summary, {**outcome, "stop_reason": refused}, None)
-    for dataset in summary["datasets"].values():
-        if dataset["planned"]:
-            dataset.update(pending=dataset["planned"], stop_reason=refused)
-    final_status(summary)
-    summary["calls"] += 1  # the check's own call, free: in the ledger too (record_key_check)
-    summary["message"] = (f"the service refused the key ({refused}), answering a free check before anything "
-                          f"started: nothing else was called; {summary.get('message') or ''}")
-    summary, _ = finish(run, summary, options.lake)
-    return summary
+        outcome.stop_reason = refused
+        summary.add_plates(outcome)
+    for name, dataset in summary.datasets.items():
+        if dataset.planned:
+            summary.leave_pending(name, dataset.planned, refused)
+    summary.end()
+    summary.calls += 1  # the check's own call, free: in the ledger too (record_key_check)
+    summary.message = (f"the service refused the key ({refused}), answering a free check before anything "
+                       f"started: nothing else was called; {summary.message or ''}")
+    return finish(run, summary, options.lake)[0]
 
 
 def record_key_check(run: RunContext, check: KeyCheck) -> None:

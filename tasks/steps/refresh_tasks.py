@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 from contextlib import ExitStack, nullcontext
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
@@ -48,12 +49,12 @@ from fleet_data.tasks.staging.journal import PLATE_LOOKUPS, AnswerJournal, read_
 from fleet_data.tasks.land.landing import land_together, remove_staged, staged_at
 from fleet_data.tasks.fetch.lanes import fetch_turn
 from fleet_data.tasks.control.logtext import fields
-from fleet_data.tasks.plan.due import due_rows, read_vins
+from fleet_data.tasks.plan.due import Plan, due_rows, read_vins
 from fleet_data.tasks.fetch.plates import look_up_plates
 from fleet_data.tasks.ingest.plates import PlateLookups, lookup_keys
 from fleet_data.tasks.land.plates import land_lookups
 from fleet_data.tasks.outputs.preview import preview_refresh
-from fleet_data.tasks.recalls.batches import BatchOptions, run_recall_batches
+from fleet_data.tasks.recalls.batches import BatchOptions, RecallOutcome, run_recall_batches
 from fleet_data.tasks.recalls.details import DetailsOutcome, fetch_recall_details
 from fleet_data.tasks.recalls.pipeline import DetailsProgress, check_recalls_and_details
 from fleet_data.tasks.outputs.report import report_markdown
@@ -65,6 +66,7 @@ from fleet_data.tasks.staging.attempts import EarlierAttempts, chunk_name
 from fleet_data.tasks.staging.mirror import Mirror
 from fleet_data.tasks.staging.area import StorageAccess, is_remote, journal_folder, opened, publish, storage_access
 from fleet_data.tasks.outputs.summary import plan_text, summary_markdown
+from fleet_data.tasks.run.summary import ChunkOutcome, PlateOutcome, RunSummary
 
 
 class TaskOptions(TypedDict):  # typed per key, so mypy checks `@task(**TASK)` (a plain dict is dict[str, object])
@@ -91,7 +93,7 @@ def ingest_fleet(paths: list[str], run_id: str, vin_column: str | None, paramete
 
 @task(name="resolve-plates", **TASK)
 def resolve_plates(run_id: str, waiting_path: str, look_up: bool, budget_left: int | None,
-                   concurrency: int) -> dict[str, Any]:
+                   concurrency: int) -> PlateOutcome:
     """Look up the VINs behind the staged plates (one task; `concurrency` calls at a time) and land each row.
 
     With `look_up` false (a dry run, a refused plan) nothing is called: the rows are rejected as not
@@ -121,7 +123,7 @@ def resolve_plates(run_id: str, waiting_path: str, look_up: bool, budget_left: i
 
 @task(name="plan-refresh", **TASK)
 def plan_refresh(run_id: str, datasets: list[str], force: bool, freshness: dict[str, str] | None,
-                 printed: dict[str, int] | None = None) -> dict:
+                 printed: dict[str, int] | None = None) -> Plan:
     """The run's plan; `printed`: the first plan, when this one is made again with the vehicles plates found."""
     plan, recovered = steps.plan(current(run_id), datasets, force, freshness)
     if recovered["journals"]:
@@ -133,7 +135,7 @@ def plan_refresh(run_id: str, datasets: list[str], force: bool, freshness: dict[
     for name, d in plan.datasets.items():
         if name != "recalls" and d.due:
             reporter.start(name, f"Fetching {name}", d.due)
-    return plan.to_dict()
+    return plan
 
 
 @task(name="plan-dry-run", **TASK)
@@ -152,7 +154,7 @@ def plan_dry_run(paths: list[str], options: RefreshOptions, run_id: str) -> dict
 @task(name="check-recalls", **TASK)
 def check_recalls(run_id: str, due_path: str | None, batch_size: int, webhook_url: str | None,
                   budget_left: int | None, webhook_listen: str | None = None,
-                  details_concurrency: int | None = None) -> dict[str, Any]:
+                  details_concurrency: int | None = None) -> RecallsChecked:
     """The recall batches; with `details_concurrency`, each batch's campaign details (by VIN) start as its
     results land (tasks/recalls/pipeline.py), and their outcome is the answer's `details`."""
     vins = read_vins(due_path) if due_path else []
@@ -174,14 +176,13 @@ def check_recalls(run_id: str, due_path: str | None, batch_size: int, webhook_ur
                 due=lambda n: reporter.start("recall_details", "Recall campaign details", n))))
     run.publish_if_due()
     get_run_logger().info("recall batches: %s", fields(outcome))
-    if details is None:
-        return vars(outcome)
-    get_run_logger().info("recall details: %s", fields(details))
-    return vars(outcome) | {"details": vars(details)}
+    if details is not None:
+        get_run_logger().info("recall details: %s", fields(details))
+    return RecallsChecked(outcome, details)
 
 
 @task(name="fetch-recall-details", **TASK)
-def recall_details(run_id: str, budget_left: int | None, concurrency: int, match: str = "vin") -> dict[str, Any]:
+def recall_details(run_id: str, budget_left: int | None, concurrency: int, match: str = "vin") -> DetailsOutcome:
     reporter = progress.current()
     run = current(run_id)
     due = run.store.query("recall_details_due", run_id=run_id, batch_id=None).height
@@ -192,7 +193,7 @@ def recall_details(run_id: str, budget_left: int | None, concurrency: int, match
     ))
     run.publish_if_due()
     get_run_logger().info("recall details: %s", fields(outcome))
-    return vars(outcome)
+    return outcome
 
 
 def _calls(run_id: str, concurrency: int, budget_left: int | None, bar: str, settings: Settings | None = None) -> Calls:
@@ -228,10 +229,28 @@ class FetchAccess(BaseModel):
                    retry_window=retry_window, quiet=quiet.hiding())
 
 
-def chunk_counts(result: ChunkResult) -> dict[str, Any]:
-    return {"found": len(result.found), "no_data": len(result.no_data), "failed": len(result.failed),
-            "pending": len(result.pending), "calls": len(result.calls), "units": result.units,
-            "possible_units": result.possible_units, "stop_reason": result.stop_reason}
+def chunk_outcome(result: ChunkResult) -> ChunkOutcome:
+    return ChunkOutcome(found=len(result.found), no_data=len(result.no_data), failed=len(result.failed),
+                        pending=len(result.pending), calls=len(result.calls), units=result.units,
+                        possible_units=result.possible_units, stop_reason=result.stop_reason)
+
+
+@dataclass
+class StagedChunk:
+    """What a fetch task staged for the flow to land: where, its outcome, and the process that fetched it."""
+
+    outcome: ChunkOutcome
+    staged: str  # the chunk's journal (its typed tables beside it)
+    earlier: list[str]  # the journals of the chunk's earlier attempts, landed first
+    pid: int
+
+
+@dataclass
+class RecallsChecked:
+    """The recall batches' outcome and, pipelined (`details_concurrency`), their campaign details'."""
+
+    batches: RecallOutcome
+    details: DetailsOutcome | None = None
 
 
 def fetch_to_stage(run_id: str, dataset: str, rows: list[dict], concurrency: int, budget_left: int | None,
@@ -342,7 +361,7 @@ def land_staged_chunk(run_id: str, dataset: str, staged: list[str]) -> None:
 
 @task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
 def fetch_staged_chunk(run_id: str, dataset: str, rows: list[dict], offset: int, length: int, concurrency: int,
-                       budget_left: int | None, access: FetchAccess) -> dict[str, Any]:
+                       budget_left: int | None, access: FetchAccess) -> StagedChunk:
     """Fetch one dataset for one slice of the due list into a staged file; opens no database.
 
     Runs in the flow's threads, in worker processes (`--workers`) or on a Dask cluster (`--dask`):
@@ -354,14 +373,14 @@ def fetch_staged_chunk(run_id: str, dataset: str, rows: list[dict], offset: int,
         quiet.install()
     with remote_stop.watched(run_id, access.stop_event):
         staged, result, earlier = fetch_to_stage(run_id, dataset, rows, concurrency, budget_left, access, offset)
-    counts = chunk_counts(result)
-    get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
-    return {**counts, "staged": staged, "earlier": earlier, "pid": os.getpid()}
+    outcome = chunk_outcome(result)
+    get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(outcome))
+    return StagedChunk(outcome, staged, earlier, os.getpid())
 
 
 @task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
 def fetch_dataset_chunk(run_id: str, dataset: str, due_path: str | None, offset: int, length: int,
-                        concurrency: int, budget_left: int | None) -> dict[str, Any]:
+                        concurrency: int, budget_left: int | None) -> ChunkOutcome:
     """Fetch one dataset for one chunk of due VINs and land it (backfill's re-fetch; the refresh splits the two).
 
     Every answer is journalled in the run's staging folder as it arrives; the journal goes once the
@@ -374,17 +393,18 @@ def fetch_dataset_chunk(run_id: str, dataset: str, due_path: str | None, offset:
                                              concurrency, budget_left, access, offset)
     for location in [*earlier, staged]:
         land_staged(run_id, location)
-    counts = chunk_counts(result)
-    get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(counts))
-    return counts
+    outcome = chunk_outcome(result)
+    get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(outcome))
+    return outcome
 
 
 @task(name="finish-run", **TASK)
-def finish_refresh(run_id: str, summary: dict[str, Any], lake: str | None) -> dict[str, Any]:
-    """Record the run and its per-dataset figures, export the lake, publish the summary artifact."""
-    summary, report = steps.finish(current(run_id), summary, lake)
-    _summary_artifact(run_id, summary.get("kind", "refresh"), summary_markdown(summary) + report_markdown(*report))
-    return summary
+def finish_refresh(run_id: str, summary: RunSummary, lake: str | None) -> dict[str, Any]:
+    """Record the run and its per-dataset figures, export the lake, publish the summary artifact; returns the
+    summary as it leaves the run (its JSON form)."""
+    finished, report = steps.finish(current(run_id), summary, lake)
+    _summary_artifact(run_id, summary.kind, summary_markdown(finished) + report_markdown(*report))
+    return finished
 
 
 def _summary_artifact(run_id: str, kind: str, markdown: str) -> None:

@@ -133,7 +133,8 @@ def test_a_canadian_mileage_without_a_unit_is_counted_and_named_not_converted(tm
 
     from fleet_data.tasks.datasets import valuation_request
     from fleet_data.tasks.ingest.fleet_files import read_fleet
-    from fleet_data.tasks.outputs.summary import notes, start_summary
+    from fleet_data.tasks.outputs.summary import notes
+    from fleet_data.tasks.run.summary import RunSummary
     from fleet_data.tasks.plan.due import make_plan, read_slice
     from fleet_data.tasks.store.database import open_database
 
@@ -151,7 +152,7 @@ def test_a_canadian_mileage_without_a_unit_is_counted_and_named_not_converted(tm
     assert (valued.unit_unknown, sorted(valued.unit_unknown_vins)) == (2, sorted([on, ca]))
     assert [(asked[v]["mileage"], asked[v]["country"]) for v in (on, ca, km, tx)] == [
         (None, "CA"), (None, "CA"), (52000, "CA"), (40000, "US")]  # unknown: not sent; known: as the spec wants
-    summary = start_summary(run, {"rows_in": 4, "valid": 4}, plan)
+    summary = RunSummary.start(run, {"rows_in": 4, "valid": 4}, plan).as_json()
     assert summary["mileage_unit_unknown"] == {"dataset": "market_value", "vehicles": 2, "vins": valued.unit_unknown_vins}
     [line] = [n for n in notes(summary) if "without their mileage" in n]
     assert on in line and ca in line and line.startswith("market_value: 2 Canadian vehicles")

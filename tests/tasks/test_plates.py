@@ -183,7 +183,7 @@ def test_a_plate_leading_to_a_vin_the_file_lists_is_a_duplicate_of_that_row(tmp_
         lookups = PlateLookups(results={("US", "TX", "SAME1"): Lookup("found", V1, 200, None, T0),
                                         ("CA", "ON", "NEW2"): Lookup("found", V2, 200, None, T0)})
         counts = land_lookups(db, run, waiting, lookups)
-        assert (counts["valid"], counts["duplicates"], counts["rejected"]) == (1, 1, 0)
+        assert (counts.valid, counts.duplicates, counts.rejected) == (1, 1, 0)
         assert db.sql("SELECT vin, vin_source, duplicate_count, extra->>'cost_center', extra->>'country', state "
                       "FROM vehicles ORDER BY vin").rows() == [
             (V2, "plate", 0, None, None, "ON"), (V1, "file", 1, "CC-7", None, None)]  # the file's row, counted once more

@@ -8,9 +8,10 @@ from contextlib import redirect_stdout
 from datetime import datetime, timezone
 
 from fleet_data.connectors import CallRecord
-from fleet_data.tasks.outputs.summary import final_status, headline, notes, print_summary, record_chunk, rows
+from fleet_data.tasks.outputs.summary import headline, notes, print_summary, rows
+from fleet_data.tasks.run.summary import DatasetFigures, RunSummary
 from fleet_data.tasks.staging.chunk import ChunkResult
-from fleet_data.tasks.steps.refresh_tasks import chunk_counts
+from fleet_data.tasks.steps.refresh_tasks import chunk_outcome
 
 AT = datetime(2026, 11, 26, tzinfo=timezone.utc)
 
@@ -24,10 +25,10 @@ def _call(n: int, status: int | None, units: int, unknown: bool) -> tuple:
 
 def test_a_run_that_timed_out_calls_shows_what_they_may_have_cost_beside_what_it_spent():
     result = ChunkResult("specs", calls=[_call(1, 200, 1, False), _call(2, 200, 1, False), _call(3, None, 1, True)])
-    summary = {"run_id": "r", "status": "running", "ingest": {}, "estimated_units": 3, "units": 0, "possible_units": 0,
-               "calls": 0, "datasets": {"specs": {"calls": 0, "units": 0, "possible_units": 0, "stop_reason": None}}}
-    record_chunk(summary["datasets"]["specs"], chunk_counts(result))
-    final_status(summary)
+    running = RunSummary("r", estimated_units=3, datasets={"specs": DatasetFigures(planned=3)})
+    running.add_chunk("specs", chunk_outcome(result))
+    running.end()
+    summary = running.as_json()
     assert (summary["calls"], summary["units"], summary["possible_units"]) == (3, 2, 1)
     assert "spent 2 units in 3 calls (+ up to 1 for calls never answered)" in headline(summary)
     assert any("1 units possibly spent" in note for note in notes(summary))
@@ -80,8 +81,8 @@ def test_the_summary_says_the_plans_numbers_and_what_plates_added_to_them():
     """The plan printed before any call, then plates found vehicles: the summary's estimate is the plan's plus theirs."""
     from fleet_data.tasks.plan.due import DatasetPlan, Plan
     from fleet_data.tasks.ingest.plates import PlatePlan
-    from fleet_data.tasks.outputs.summary import (estimate_text, headline_parts, plan_text, printed_plan, record_plates,
-                                                  replan, start_summary)
+    from fleet_data.tasks.outputs.summary import estimate_text, headline_parts, plan_text
+    from fleet_data.tasks.run.summary import PlateOutcome
 
     def plan(vins: int, plates: bool) -> Plan:
         datasets = {"specs": DatasetPlan("specs", "specs", vins, vins, 0, vins, "x", answered_before=0),
@@ -94,12 +95,12 @@ def test_the_summary_says_the_plans_numbers_and_what_plates_added_to_them():
     printed = plan_text(first)
     assert printed.splitlines()[0] == "Plan: 1984 units (+ up to 986 for recall campaign details) (+ up to 24 for the vehicles plates find)"
     assert "(12 plates on 13 rows to look up)" in printed
-    summary = start_summary("r", ingest, first)
-    record_plates(summary, {"found": 10, "not_found": 2, "failed": 0, "not_looked_up": 0, "calls": 12, "units": 10,
-                            "stop_reason": None, "valid": 10, "duplicates": 1, "rejected": 2}, None)
+    running = RunSummary.start("r", ingest, first)
+    running.add_plates(PlateOutcome(found=10, not_found=2, calls=12, units=10, valid=10, duplicates=1, rejected=2))
     again = plan(996, plates=False)
-    said_again = plan_text(again, printed_plan(summary))
-    replan(summary, again)
+    said_again = plan_text(again, running.printed_plan())
+    running.replan(again)
+    summary = running.as_json()
     expected = ("estimated 2004 units (1984 planned + 20 for the vehicles the plates found, of up to 24 planned) "
                 "(+ up to 996 for recall campaign details: 986 planned + 10 for the vehicles the plates found)")
     assert estimate_text(summary) == expected
