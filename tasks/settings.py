@@ -46,6 +46,7 @@ DEFAULT_LAKE = "data/lake"
 DEFAULT_VALUE_MOVE = 10.0  # percent: a valuation that moved more than this from the vehicle's previous one
 DEFAULT_RETRY_WINDOW = 180.0  # seconds: a faulted run ends within its fault-free time + 3 minutes
 DEFAULT_PUBLISH_SECONDS = 120.0
+DEFAULT_CHUNK_SIZE = 5000  # VINs per fetch task (`--chunk-size`)
 DEFAULT_PREFECT_IDLE_SECONDS = 600.0  # the shared Prefect server's wait for the next command
 DEFAULT_MIN_FREE_MB = 64.0  # headroom a run keeps on every disk it writes (tasks/control/resources.py)
 DEFAULT_RESERVE_MB = 8.0  # set aside at the start, given back on a full disk so paid answers still reach the disk
@@ -213,7 +214,9 @@ class RunOptions(BaseModel):
     lake: Annotated[str | None, BeforeValidator(blank_is_none), Cli(("refresh", "backfill", "serve"), shared=True, path=True),
                     Field(description="Parquet export folder ('' or null: no export)")] = DEFAULT_LAKE
     concurrency: Annotated[Count, Cli(RUNS, shared=True), Field(description="calls in flight per dataset")] = 32
-    chunk_size: Annotated[Count, Cli(RUNS, shared=True), Field(description="VINs per task")] = 500
+    # 5,000: a task's fixed costs (Prefect's task run, a shredding statement's plan, a landing transaction) are
+    # paid per chunk; at 500 they were most of a 10,000-VIN run's CPU (docs/benchmarks.md, issue 27).
+    chunk_size: Annotated[Count, Cli(RUNS, shared=True), Field(description="VINs per task")] = DEFAULT_CHUNK_SIZE
     max_units: Annotated[int | None, BeforeValidator(budget), Cli(RUNS), Field(
         description="refuse a plan that costs more; stop cleanly when reached")] = None
     allow_clock_behind: Annotated[Switch, Cli(RUNS, shared=True), Field(

@@ -34,7 +34,7 @@ def write(path, text: str) -> None:
 
 def test_defaults_without_a_project_file(clean):
     args = parse(["refresh", "fleet.csv"])
-    assert (args.db, args.concurrency, args.chunk_size, args.plates, args.recall_details) == (DEFAULT_DB, 32, 500, True, "vin")
+    assert (args.db, args.concurrency, args.chunk_size, args.plates, args.recall_details) == (DEFAULT_DB, 32, 5000, True, "vin")
     assert args.fresh == {} and args.datasets[0] == "specs"
 
 
