@@ -51,7 +51,7 @@ from fleet_data.tasks.control.services import AGAIN, INTERVAL, ServiceWatch
 
 from fleet_data.tasks.errors import UsageError
 from fleet_data.tasks.control import progress
-from fleet_data.tasks.steps.refresh_tasks import FetchAccess, StagedChunk, fetch_staged_chunk, land_staged_chunk
+from fleet_data.tasks.steps.refresh_tasks import ChunkRows, FetchAccess, StagedChunk, fetch_staged_chunk, land_staged_chunk
 from fleet_data.tasks.plan.due import due_rows
 from fleet_data.tasks.run.context import current
 from fleet_data.tasks.staging.area import StagingArea, is_remote, reach
@@ -133,7 +133,7 @@ class Fetchers:
         assert due_path is not None  # only a dataset with something due has chunks
         store = current(self.run_id).store if self.mileage_moves else None
         rows = due_rows(store, dataset, due_path, offset, length)  # read as the chunk starts
-        parameters = dict(run_id=self.run_id, dataset=dataset, rows=rows, offset=offset,
+        parameters = dict(run_id=self.run_id, dataset=dataset, rows=ChunkRows(rows), offset=offset,
                           length=length, concurrency=concurrency, budget_left=budget, access=self._access)
         if self._runner is None:
             return fetch_staged_chunk.submit(**parameters)  # type: ignore[call-overload]
