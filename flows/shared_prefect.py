@@ -1,4 +1,4 @@
-"""One local Prefect server shared by the commands of this user (FLEET_PREFECT_SERVER=shared).
+"""One local Prefect server shared by the commands of this user (FLEET_PREFECT_SERVER=shared, the default).
 
 Without PREFECT_API_URL a command starts Prefect's temporary server, 10-15 s of its wall time, and stops it when it
 ends (flows/processes.py). Shared, the first command that needs Prefect starts a server and the next ones reuse it:
@@ -53,6 +53,10 @@ def join(idle: float, timeout: float) -> str:
         state = _state(where)
         if state is None or not _same_software(state) or not _answering(state):
             state = _start(where, idle, timeout)
+            # A process that outlives the command: said once, where the command says what it does.
+            print(f"started Prefect's shared server (pid {state['pid']}, log {where / 'server.log'}): the next "
+                  f"commands reuse it; it stops after {idle:g} s unused (FLEET_PREFECT_SERVER=temporary: a server "
+                  "per command instead)", file=sys.stderr, flush=True)
         lease = where / "leases" / str(os.getpid())
         lease.parent.mkdir(exist_ok=True)
         lease.write_text(json.dumps({"started": started_at(os.getpid()), "server": state["pid"]}), encoding="utf-8")

@@ -1,5 +1,5 @@
-"""FLEET_PREFECT_SERVER=shared: the first command that needs Prefect starts one local server, the next commands reuse
-it, and it stops once no command has used it for FLEET_PREFECT_IDLE_SECONDS (flows/shared_prefect.py).
+"""FLEET_PREFECT_SERVER=shared, the default: the first command that needs Prefect starts one local server, the next
+commands reuse it, and it stops once no command has used it for FLEET_PREFECT_IDLE_SECONDS (flows/shared_prefect.py).
 
 Each case runs `fleet refresh` as a user does, in its own process, against a sandbox in another process, with a
 PREFECT_HOME of its own. The bounds are generous limits on a busy machine, not timings.
@@ -48,10 +48,12 @@ def _env(sandbox: Sandbox, home: Path) -> dict[str, str]:
                   "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PYTHONPATH": str(ROOT)}
 
 
-def _refresh(fleet: str, db: Path, env: dict[str, str]) -> None:
+def _refresh(fleet: str, db: Path, env: dict[str, str]) -> str:
+    """The command's output on stderr (where it says it started a server)."""
     done = subprocess.run([sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet, "--db", str(db), "--lake",
                            "", "--datasets", "specs"], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr
 
 
 def _server(home: Path) -> dict:
@@ -82,16 +84,18 @@ def home(tmp_path):
 
 def test_commands_share_one_server_that_stops_once_unused(sandbox, fleet, home, tmp_path):
     env = _env(sandbox, home)
-    _refresh(fleet, tmp_path / "one.duckdb", env)
-    first = _server(home)
+    said = _refresh(fleet, tmp_path / "one.duckdb", {k: v for k, v in env.items() if k != "FLEET_PREFECT_SERVER"})
+    first = _server(home)  # the default: a shared server
     server = psutil.Process(first["pid"])
     started = [server, *server.children(recursive=True)]  # the supervisor and Prefect's uvicorn server
     assert len(started) >= 2
+    assert f"started Prefect's shared server (pid {first['pid']}" in said  # a process left behind is said
     # It outlives the command: the service key does not live on in its environment.
     assert all("VDS_API_KEY" not in process.environ() for process in started)
 
-    _refresh(fleet, tmp_path / "two.duckdb", env)  # another database: something is due, so Prefect is needed
+    said = _refresh(fleet, tmp_path / "two.duckdb", env)  # another database: something is due, so Prefect is needed
     assert _server(home) == first  # the same server, not a second one
+    assert "started Prefect's shared server" not in said
     runs = httpx.post(f"{first['url']}/flow_runs/filter", json={}, timeout=30).json()
     assert sorted(run["state"]["type"] for run in runs) == ["COMPLETED", "COMPLETED"]  # both runs reported there
 
