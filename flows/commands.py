@@ -263,8 +263,8 @@ def prefect_api_answers() -> None:
 
 
 def start_prefect(verbose: bool = False) -> None:
-    """Join the shared Prefect server (FLEET_PREFECT_SERVER=shared, the default), or start a temporary one (a
-    child that dies with this command), and load the flows, saying so meanwhile."""
+    """Start Prefect's temporary server (a child that dies with this command), or join the shared one
+    (FLEET_PREFECT_SERVER=shared), and load the flows, saying so meanwhile."""
     from prefect.settings import PREFECT_API_URL
 
     from fleet_data.tasks.settings import process_settings

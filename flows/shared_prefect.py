@@ -1,4 +1,4 @@
-"""One local Prefect server shared by the commands of this user (FLEET_PREFECT_SERVER=shared, the default).
+"""One local Prefect server shared by the commands of this user (FLEET_PREFECT_SERVER=shared).
 
 Without PREFECT_API_URL a command starts Prefect's temporary server, 10-15 s of its wall time, and stops it when it
 ends (flows/processes.py). Shared, the first command that needs Prefect starts a server and the next ones reuse it:

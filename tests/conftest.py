@@ -12,10 +12,6 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 # other work) a child refresh once exhausted Prefect's 5 client retries (2+4+8+16+32 s) creating its flow run.
 # Two more retries (+64, +128 s) are what a loaded box needs; the tests assert nothing about Prefect's uptime.
 os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", "7")
-# A Prefect server per command, stopped with it, as before the shared one became the default: the suite's commands
-# run in PREFECT_HOMEs of their own, and a shared server left in each for its idle time would pile up. The shared
-# server's own tests (tests/flows/test_shared_prefect.py) choose it, and one runs a command without the variable.
-os.environ.setdefault("FLEET_PREFECT_SERVER", "temporary")
 # A developer's real key must never reach tests: they talk to the sandbox or a mock.
 os.environ.pop("VDS_API_KEY", None)
 os.environ.pop("VDS_BASE_URL", None)

@@ -1,5 +1,5 @@
-"""FLEET_PREFECT_SERVER=shared, the default: the first command that needs Prefect starts one local server, the next
-commands reuse it, and it stops once no command has used it for FLEET_PREFECT_IDLE_SECONDS (flows/shared_prefect.py).
+"""FLEET_PREFECT_SERVER=shared: the first command that needs Prefect starts one local server, the next commands reuse
+it, and it stops once no command has used it for FLEET_PREFECT_IDLE_SECONDS (flows/shared_prefect.py).
 
 Each case runs `fleet refresh` as a user does, in its own process, against a sandbox in another process, with a
 PREFECT_HOME of its own. The bounds are generous limits on a busy machine, not timings.
@@ -84,8 +84,8 @@ def home(tmp_path):
 
 def test_commands_share_one_server_that_stops_once_unused(sandbox, fleet, home, tmp_path):
     env = _env(sandbox, home)
-    said = _refresh(fleet, tmp_path / "one.duckdb", {k: v for k, v in env.items() if k != "FLEET_PREFECT_SERVER"})
-    first = _server(home)  # the default: a shared server
+    said = _refresh(fleet, tmp_path / "one.duckdb", env)
+    first = _server(home)
     server = psutil.Process(first["pid"])
     started = [server, *server.children(recursive=True)]  # the supervisor and Prefect's uvicorn server
     assert len(started) >= 2
