@@ -54,7 +54,7 @@ def _connection() -> duckdb.DuckDBPyConnection:
         con.execute("SET TimeZone = 'UTC'")
         # What a chunk's shredding freed goes back to the system past 8 MB, not past DuckDB's 128 MB (its
         # allocator keeps freed memory for the next query; the setting is the process's): with a connection per
-        # fetch thread and 5,000-answer chunks, a 10,000 x 3 run peaked at 1.93 GB, and 1.46-1.52 GB with it.
+        # fetch thread and 5,000-answer chunks, a 10,000 x 3 run peaked at 1,885-1,893 MiB, and 1,429-1,489 MiB with it.
         con.execute("SET allocator_flush_threshold = '8MB'")
         con.execute("SET allocator_bulk_deallocation_flush_threshold = '8MB'")
         for statement in _read("_macros.sql"):
