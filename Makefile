@@ -15,6 +15,10 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS ?= 90
 
 DOCS_VENV := .venv-docs
+# Bytecode for the venv and the project, compiled once at install, in parallel (about 10 s on two cores).
+# Where PYTHONDONTWRITEBYTECODE is set (it is on the machine this project is built on), Python caches nothing it
+# compiles: every command compiled its ~600 modules again (1.6 s), and Prefect's server its own at each start.
+COMPILE = $(BIN)/python -m compileall -q -j 0 $(VENV)/lib src
 
 .PHONY: install demo test bench lock sandbox docs reference pyright clean
 
@@ -23,14 +27,16 @@ install: $(DEV)
 
 $(RUNTIME): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	@# --no-compile: Python compiles what a command imports when it first imports it, not all of Prefect up front.
+	@# --no-compile: pip compiles one file at a time; $(COMPILE) below does it in parallel.
 	$(BIN)/python -m pip install --quiet --no-compile --require-hashes -r requirements.lock
 	@# The editable build prints a long, harmless setuptools notice: show it only if the install fails.
 	$(BIN)/python -m pip install --quiet --no-deps -e . 2>/dev/null || $(BIN)/python -m pip install --no-deps -e .
+	$(COMPILE)
 	touch $(RUNTIME)
 
 $(DEV): $(RUNTIME) requirements-dev.lock
 	$(BIN)/python -m pip install --quiet --require-hashes -r requirements-dev.lock
+	$(COMPILE)
 	touch $(DEV)
 
 demo: $(RUNTIME)
