@@ -5,9 +5,11 @@ With no PREFECT_API_URL, Prefect runs a temporary API server as a child process
 killed with SIGKILL runs no handler, and that server stayed alive, orphaned. So the command starts
 that server itself, from the main thread, with Prefect's own command and environment, and asks
 Linux to SIGKILL it when the command dies (`PR_SET_PDEATHSIG`: the signal comes when the thread
-that forked dies, hence the main thread). It registers as Prefect's one temporary server (Prefect
-keeps one per port, and asks for port None), so every Prefect client in the process uses it, and
-Prefect's `atexit` handler still stops it cleanly on a normal exit. The server has a session of its own: a
+that forked dies, hence the main thread); an `atexit` handler stops it cleanly on a normal exit, as
+Prefect's does. Its URL becomes the process's PREFECT_API_URL (tasks/control/prefect_api.py,
+`use_local_api`): every Prefect client here, and the processes the command starts, use it, and the
+command never loads Prefect's server code itself (3.8 s of CPU, which Prefect's client spends when it
+has no API URL, before it starts its server). The server has a session of its own: a
 terminal's Ctrl-C (sent to the whole foreground group) reaches the command only, which stops its run and
 still reports its end to the server; had the server stopped at the same moment, the run would have waited on
 it, retrying, for minutes.
@@ -21,12 +23,13 @@ flow run is Prefect's engine, started by `fleet_data.flows.engine` with a death 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
-import functools
 import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -112,46 +115,82 @@ def outlive_closed_output() -> None:
 
 
 def start_prefect_server() -> str | None:
-    """Start Prefect's temporary server as a child that dies with this process; its API URL, or None.
+    """Start Prefect's server as a child that dies with this process, and make it this process's Prefect API;
+    its API URL, or None.
 
-    None when Prefect has a server to talk to (PREFECT_API_URL) or no death signal exists here:
-    Prefect then does what it always does. Call it from the main thread, before any flow runs.
+    None when Prefect has a server to talk to (PREFECT_API_URL) or no death signal exists here: Prefect then
+    starts its own temporary server, as it always does. Call it from the main thread, before any flow runs.
     """
-    from prefect.settings import PREFECT_API_URL
+    from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+    from fleet_data.tasks.control.prefect_api import use_local_api
 
     if PREFECT_API_URL.value() or die_with_this_process() is None:
         return None
-    server = prefect_server_instance()
-    server.start()  # does nothing if it is running already
-    return server.api_url
+    timeout = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+    for _ in range(3):
+        # Its own session: a terminal's Ctrl-C reaches the command only (module docstring).
+        server, url = prefect_server_process(start_new_session=True)
+        atexit.register(stop_server, server)
+        if wait_for_health(server, url, timeout):
+            use_local_api(url)
+            return url
+        if server.returncode != PORT_TAKEN:
+            break
+    stop_server(server)
+    ended = "" if server.returncode is None else f" (it exited with code {server.returncode})"
+    raise RuntimeError(f"Prefect's temporary server did not answer at {url} within {timeout:g} s{ended}; "
+                       "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS gives it longer")
 
 
-def prefect_server_instance() -> Any:
-    """Prefect's one temporary server of this process: the instance its own `SubprocessASGIServer()` returns (asked
-    for with no port), of our class when we make it first."""
-    return _child_server_class()()
+PORT_TAKEN = 3  # uvicorn's exit code when another process took the port between our probe and its bind
 
 
-@functools.cache
-def _child_server_class() -> type:
-    """Prefect's temporary server, started with the death signal (imported late: Prefect's server is heavy)."""
-    from prefect.server.api.server import SubprocessASGIServer
+def prefect_server_process(output: Any = None, start_new_session: bool = False) -> tuple[subprocess.Popen[bytes], str]:
+    """Prefect's API server, run as Prefect runs its temporary one (its command and environment, no UI), on a free
+    loopback port, SIGKILLed when this process dies; the process and its API URL. Not waited for."""
+    import prefect
+    from prefect.settings import get_current_settings
 
-    class ChildServer(SubprocessASGIServer):
-        def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
-            """Prefect's own command (SubprocessASGIServer._run_uvicorn_command), plus the death signal."""
-            import prefect
-            from prefect.settings import get_current_settings
+    from fleet_data.tasks.control import signals
 
-            server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-            return subprocess.Popen(
-                args=[sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent),
-                      "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
-                      "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
-                env={**os.environ, **server_env,
-                     **get_current_settings().to_environment_variables(exclude_unset=True)},
-                preexec_fn=die_with_this_process(),
-                start_new_session=True,  # no terminal signal: it ends with the command (module docstring)
-            )
+    with signals.held():  # pydantic serializes the settings: a stop signal is raised after, not inside it
+        settings = get_current_settings().to_environment_variables(exclude_unset=True)
+    with socket.socket() as probe:  # a free port; the server binds it a moment later
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+         "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
+         "--lifespan", "on"],
+        env={**os.environ, **server_env, **settings},
+        stdin=subprocess.DEVNULL if output is not None else None, stdout=output,
+        stderr=subprocess.STDOUT if output is not None else None,
+        preexec_fn=die_with_this_process(), start_new_session=start_new_session)
+    return server, f"http://127.0.0.1:{port}/api"
 
-    return ChildServer
+
+def wait_for_health(server: subprocess.Popen[bytes], url: str, timeout: float) -> bool:
+    """Whether the server answered `/health` within `timeout` s (False at once if it exited)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and server.poll() is None:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/health", timeout=5.0).status_code == 200:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+def stop_server(server: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+    """Stop the server as Prefect stops its temporary one: SIGTERM, `grace` s, then SIGKILL."""
+    if server.poll() is not None:
+        return
+    server.terminate()
+    try:
+        server.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()

@@ -14,8 +14,8 @@ ends (flows/processes.py). Shared, the first command that needs Prefect starts a
   stops, so a command joining at that moment either finds it still there (and its lease keeps it) or starts a
   new one. SIGTERM stops it at once.
 
-The command's Prefect client uses the server as its temporary one (the instance `SubprocessASGIServer()` returns),
-so its flows, the watch of a lost server and Dask workers work as they do with the temporary server.
+The command then makes the server its Prefect API (PREFECT_API_URL, set in the process: flows/processes.py says
+why), so its flows, the watch of a lost server and Dask workers work as they do with the temporary server.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import fcntl
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -65,41 +64,17 @@ def join(idle: float, timeout: float) -> str:
 
 
 def use_shared_server(idle: float) -> str | None:
-    """Join the shared server and make it this process's temporary one: every Prefect client here uses it, and
-    Prefect's `atexit` handler, finding no process of its own to stop, leaves it running for the next command.
-    None when Prefect has a server to talk to (PREFECT_API_URL). Call it before any flow runs."""
-    from urllib.parse import urlsplit
-
+    """Join the shared server and make it this process's Prefect API (PREFECT_API_URL, for its children too).
+    None when Prefect has a server to talk to already (PREFECT_API_URL). Call it before any flow runs."""
     from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
-    from .processes import prefect_server_instance
+    from fleet_data.tasks.control.prefect_api import use_local_api
 
     if PREFECT_API_URL.value():
         return None
     url = join(idle, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
-    server = prefect_server_instance()
-    if not server.running:
-        server.port, server.running, server.server_process = urlsplit(url).port, True, _SharedProcess()
-    return str(server.api_url)
-
-
-class _SharedProcess:
-    """The shared server as the process of Prefect's temporary-server instance: Prefect's clients check there is
-    one; Prefect's stop at exit (terminate, then wait) leaves it running for the next command."""
-
-    returncode = None
-
-    def poll(self) -> None:
-        return None
-
-    def terminate(self) -> None:
-        return None
-
-    def kill(self) -> None:
-        return None
-
-    def wait(self, timeout: float | None = None) -> int:
-        return 0
+    use_local_api(url)
+    return url
 
 
 def started_at(pid: int) -> str | None:
@@ -191,10 +166,12 @@ def _without_secrets(environment: Mapping[str, str]) -> dict[str, str]:
 
 def serve(where: Path, idle: float, timeout: float) -> int:
     """Run Prefect's server until no command has used it for `idle` seconds (or SIGTERM); 0 when it stopped so."""
+    from .processes import prefect_server_process, stop_server, wait_for_health
+
     stop = _stop_on_signals()
-    server, url = _start_server()
+    server, url = prefect_server_process()
     mine = {"pid": os.getpid(), "started": started_at(os.getpid()), "url": url, **_software()}
-    if not _wait_for_health(server, url, timeout):
+    if not wait_for_health(server, url, timeout):
         server.kill()
         print(f"Prefect's server did not answer at {url} within {timeout:g} s", file=sys.stderr, flush=True)
         return 1
@@ -219,12 +196,7 @@ def serve(where: Path, idle: float, timeout: float) -> int:
             if _state(where) == mine:  # not a newer server's (one started while this one did not answer)
                 (where / "server.json").unlink(missing_ok=True)
             break
-    server.terminate()
-    try:
-        server.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
+    stop_server(server, grace=10)
     return code
 
 
@@ -234,38 +206,6 @@ def _stop_on_signals() -> list[int]:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda number, _frame: received.append(number))
     return received
-
-
-def _start_server() -> tuple[subprocess.Popen[bytes], str]:
-    """Prefect's server as Prefect starts its temporary one (flows/processes.py), dying with this process."""
-    import prefect
-    from prefect.settings import get_current_settings
-
-    from .processes import die_with_this_process
-
-    with socket.socket() as probe:  # a free port; the server binds it a moment later
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
-         "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
-         "--lifespan", "on"],
-        env={**os.environ, **server_env, **get_current_settings().to_environment_variables(exclude_unset=True)},
-        preexec_fn=die_with_this_process())
-    return server, f"http://127.0.0.1:{port}/api"
-
-
-def _wait_for_health(server: subprocess.Popen[bytes], url: str, timeout: float) -> bool:
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and server.poll() is None:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/health", timeout=HEALTH_SECONDS).status_code == 200:
-                return True
-        time.sleep(0.1)
-    return False
 
 
 def _live_leases(where: Path, server: int) -> int:

@@ -124,12 +124,11 @@ def watching_prefect(run_id: str) -> Iterator[PrefectWatch | None]:
     run must then not wait for, retrying, for minutes."""
     from prefect.settings import PREFECT_API_URL, get_current_settings
 
-    url = PREFECT_API_URL.value()
-    temporary = not url
-    url = url or temporary_server_url()
+    url = PREFECT_API_URL.value() or temporary_server_url()
     if not url:
         yield None
         return
+    temporary = url == _local_api or not PREFECT_API_URL.value()  # ours, started by this command
     with PrefectWatch(run_id, url, get_current_settings(), temporary) as watch:
         yield watch
 
@@ -144,9 +143,29 @@ def _local_server() -> str:
         return "temporary"
 
 
+_local_api: str | None = None
+
+
+def use_local_api(url: str) -> None:
+    """Make `url`, a Prefect server this command started or joined (flows/processes.py, flows/shared_prefect.py),
+    the Prefect API of this process and of the processes it starts: PREFECT_API_URL, read again by Prefect (which
+    reads its settings once, at import). A run's lost-server line still names it as the command's own server."""
+    global _local_api
+    import os
+
+    from prefect.context import refresh_global_settings_context
+
+    from fleet_data.tasks.control import signals
+
+    os.environ["PREFECT_API_URL"] = url
+    with signals.held():  # pydantic reads the settings again: a stop signal is raised after, not inside it
+        refresh_global_settings_context()
+    _local_api = url
+
+
 def temporary_server_url() -> str | None:
-    """The API of Prefect's temporary server in this process (what its clients use without PREFECT_API_URL), if
-    one runs; None otherwise, without loading Prefect's server module where nothing started it."""
+    """The API of a temporary server Prefect started itself in this process (where no death signal let the command
+    start one: flows/processes.py), if one runs; None otherwise, without loading Prefect's server module."""
     module = sys.modules.get("prefect.server.api.server")
     if module is None:
         return None

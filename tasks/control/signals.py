@@ -33,6 +33,8 @@ T = TypeVar("T")
 _received: dict[str, int] = {}  # run id -> stop signals received in this process
 _holding: dict[str, int] = {}  # run id -> `cancel_on_signals` blocks open for it (they nest)
 _signalled = False  # a stop signal was handled in this process (never reset: the process is ending)
+_held: list[None] = []  # `held` blocks open (the main thread's: only it runs the handlers)
+_deferred: list[int] = []  # a signal whose RunCancelled waits for the end of the outermost `held` block
 
 
 class RunCancelled(BaseException):
@@ -83,7 +85,10 @@ def cancel_on_signals(run_id: str, *, started: bool = True) -> Iterator[Handling
         # From a thread: the main thread may hold the stops' lock at the moment the signal arrived.
         threading.Thread(target=stops.cancel_run, args=(run_id,), name="cancel-run", daemon=True).start()
         if not handling.started:
-            raise RunCancelled(signum)
+            if _held:
+                _deferred.append(signum)
+            else:
+                raise RunCancelled(signum)
 
     previous = {sig: signal.getsignal(sig) for sig in SIGNALS}
     for sig in SIGNALS:
@@ -98,6 +103,20 @@ def cancel_on_signals(run_id: str, *, started: bool = True) -> Iterator[Handling
         if not _holding[run_id]:  # the outermost block: the run is over in this process
             del _holding[run_id]
             _received.pop(run_id, None)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """A stop signal before the run started raises `RunCancelled` at the end of the block, not inside it: for a
+    library that calls back into Python and wraps what the callback raises (pydantic's serializers made it an error
+    of their own, which the command reported as a bug). The signal is handled (said, the run cancelled) at once."""
+    _held.append(None)
+    try:
+        yield
+    finally:
+        _held.pop()
+        if not _held and _deferred:
+            raise RunCancelled(_deferred.pop())
 
 
 def cancellable(fn: Callable[..., T]) -> Callable[..., T]:
