@@ -6,8 +6,8 @@ killed with SIGKILL runs no handler, and that server stayed alive, orphaned. So 
 that server itself, from the main thread, with Prefect's own command and environment, and asks
 Linux to SIGKILL it when the command dies (`PR_SET_PDEATHSIG`: the signal comes when the thread
 that forked dies, hence the main thread); an `atexit` handler stops it cleanly on a normal exit, as
-Prefect's does. Its URL becomes the process's PREFECT_API_URL (tasks/control/prefect_api.py,
-`use_local_api`): every Prefect client here, and the processes the command starts, use it, and the
+Prefect's does. Its URL becomes the process's PREFECT_API_URL (`use_local_api` below):
+every Prefect client here, and the processes the command starts, use it, and the
 command never loads Prefect's server code itself (3.8 s of CPU, which Prefect's client spends when it
 has no API URL, before it starts its server). The server has a session of its own: a
 terminal's Ctrl-C (sent to the whole foreground group) reaches the command only, which stops its run and
@@ -123,8 +123,6 @@ def start_prefect_server() -> str | None:
     """
     from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
-    from fleet_data.tasks.control.prefect_api import use_local_api
-
     if PREFECT_API_URL.value() or die_with_this_process() is None:
         return None
     timeout = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
@@ -141,6 +139,20 @@ def start_prefect_server() -> str | None:
     ended = "" if server.returncode is None else f" (it exited with code {server.returncode})"
     raise RuntimeError(f"Prefect's temporary server did not answer at {url} within {timeout:g} s{ended}; "
                        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS gives it longer")
+
+
+def use_local_api(url: str) -> None:
+    """Make `url`, a Prefect server this command started or joined (here, flows/shared_prefect.py), the Prefect API
+    of this process and of the processes it starts: PREFECT_API_URL, read again by Prefect (which reads its
+    settings once, at import)."""
+    from prefect.context import refresh_global_settings_context
+
+    from fleet_data.tasks.control import prefect_api, signals
+
+    os.environ["PREFECT_API_URL"] = url
+    with signals.held():  # pydantic reads the settings again: a stop signal is raised after, not inside it
+        refresh_global_settings_context()
+    prefect_api.local_server_started(url)
 
 
 PORT_TAKEN = 3  # uvicorn's exit code when another process took the port between our probe and its bind

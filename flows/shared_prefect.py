@@ -68,7 +68,7 @@ def use_shared_server(idle: float) -> str | None:
     None when Prefect has a server to talk to already (PREFECT_API_URL). Call it before any flow runs."""
     from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
-    from fleet_data.tasks.control.prefect_api import use_local_api
+    from .processes import use_local_api
 
     if PREFECT_API_URL.value():
         return None

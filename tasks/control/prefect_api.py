@@ -146,20 +146,10 @@ def _local_server() -> str:
 _local_api: str | None = None
 
 
-def use_local_api(url: str) -> None:
-    """Make `url`, a Prefect server this command started or joined (flows/processes.py, flows/shared_prefect.py),
-    the Prefect API of this process and of the processes it starts: PREFECT_API_URL, read again by Prefect (which
-    reads its settings once, at import). A run's lost-server line still names it as the command's own server."""
+def local_server_started(url: str) -> None:
+    """`url` is the Prefect server this command started or joined, now its PREFECT_API_URL (flows/processes.py,
+    `use_local_api`): a run's lost-server line names it as the command's own server."""
     global _local_api
-    import os
-
-    from prefect.context import refresh_global_settings_context
-
-    from fleet_data.tasks.control import signals
-
-    os.environ["PREFECT_API_URL"] = url
-    with signals.held():  # pydantic reads the settings again: a stop signal is raised after, not inside it
-        refresh_global_settings_context()
     _local_api = url
 
 
