@@ -158,7 +158,7 @@ def use_local_api(url: str) -> None:
 PORT_TAKEN = 3  # uvicorn's exit code when another process took the port between our probe and its bind
 
 
-def prefect_server_process(output: Any = None, start_new_session: bool = False) -> tuple[subprocess.Popen[bytes], str]:
+def prefect_server_process(start_new_session: bool = False) -> tuple[subprocess.Popen[bytes], str]:
     """Prefect's API server, run as Prefect runs its temporary one (its command and environment, no UI), on a free
     loopback port, SIGKILLed when this process dies; the process and its API URL. Not waited for."""
     import prefect
@@ -176,10 +176,8 @@ def prefect_server_process(output: Any = None, start_new_session: bool = False) 
         [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
          "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
          "--lifespan", "on"],
-        env={**os.environ, **server_env, **settings},
-        stdin=subprocess.DEVNULL if output is not None else None, stdout=output,
-        stderr=subprocess.STDOUT if output is not None else None,
-        preexec_fn=die_with_this_process(), start_new_session=start_new_session)
+        env={**os.environ, **server_env, **settings}, preexec_fn=die_with_this_process(),
+        start_new_session=start_new_session)
     return server, f"http://127.0.0.1:{port}/api"
 
 
