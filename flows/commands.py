@@ -122,14 +122,12 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
         # A stop signal before the flow starts ends the command at once (nothing called); after, it cancels the run.
         # Worker processes (--workers) take the run's retry window from the environment they inherit.
         with cancel_on_signals(run_id, started=False) as signals, exported(FLEET_RETRY_WINDOW=window):
-            # The plan first, from the published database read-only, while nothing has started yet.
-            preview = _preview(fleet, options, run_id)
+            # The plan first, from the working store, while nothing has started yet.
+            ahead, preview = _plan_ahead(fleet, args, options, run_id)
             if not args.json:
                 print(preview.plan, file=sys.stderr, flush=True)
-            # Nothing due: answered here, with no service and no Prefect server to start (tasks/steps/refresh_steps.py).
-            idle = _answer_without_calls(fleet, args, options, run_id) if preview.nothing_due else None
-            if idle is not None:
-                return idle
+            if preview.nothing_due:  # answered here, with no service and no Prefect server to start
+                return _answer_without_calls(fleet, args, options, run_id, ahead)
             plan = preview.plan
             # One free call first: a key the service refuses is said in a second, not after Prefect's start (with
             # --dask, once the cluster is known to work: one that cannot is refused before any call). Not for a plan
@@ -231,12 +229,26 @@ def _refused_key(service: Settings, run_id: str, fleet: IngestResult, args: argp
     return refuse_without_calls(run, fleet, args.paths, options, check.refused)
 
 
+def _plan_ahead(fleet: IngestResult, args: argparse.Namespace, options: RefreshOptions,
+                run_id: str) -> tuple[Any, Any]:
+    """The run's plan from its working store (tasks/steps/refresh_steps.py `plan_ahead`) and what it tells."""
+    from fleet_data.tasks.control.logtext import fields
+    from fleet_data.tasks.outputs.preview import preview_of
+    from fleet_data.tasks.run.context import current
+    from fleet_data.tasks.steps.refresh_steps import plan_ahead
+
+    ahead = plan_ahead(current(run_id), fleet, options)
+    if ahead.recovered["journals"] and not args.json:
+        print(f"landed what earlier runs paid for and never landed: {fields(ahead.recovered)}", file=sys.stderr)
+    return ahead, preview_of(ahead.plan, ahead.counts, options.max_units)
+
+
 def _answer_without_calls(fleet: IngestResult, args: argparse.Namespace, options: RefreshOptions,
-                          run_id: str) -> dict[str, Any] | None:
+                          run_id: str, ahead: Any) -> dict[str, Any]:
     from fleet_data.tasks.run.context import current
     from fleet_data.tasks.steps.refresh_steps import answer_without_calls
 
-    return answer_without_calls(current(run_id), fleet, args.paths, options)
+    return answer_without_calls(current(run_id), fleet, args.paths, options, ahead)
 
 
 def prefect_api_answers() -> None:

@@ -1,5 +1,5 @@
-"""A refresh's plan made without writing anything: what `--dry-run` answers, and what `fleet refresh`
-prints before Prefect starts.
+"""A refresh's plan made without writing anything: what `--dry-run` answers. A refresh that holds the lock
+plans from its working store instead and tells its plan the same way (`preview_of`) before Prefect starts.
 
 The fleet is read as the ingest reads it, and the roster lands, through the usual landing, in a DuckDB
 database in memory that has our schema and in which every other table is a view of the published
@@ -11,6 +11,8 @@ needed, so a dry run answers in about the time it takes to read the file.
 
 The published snapshot may be a little behind the working store (a long run publishes every few
 minutes): a run follows the plan it makes once it holds the lock, from the working store.
+`fleet refresh` makes that plan first (tasks/steps/refresh_steps.py `plan_ahead`): it costs no in-memory
+schema and no second plan, and it is the one the run follows.
 """
 
 from __future__ import annotations
@@ -62,8 +64,13 @@ def preview_refresh(
         plan: Plan = make_plan(view, run_id, datasets, Path(folder) / "due",
                                rule=DueRule(force, parse_freshness(freshness), service=service), plates_waiting=waiting,
                                roster=roster)
-        text = plan_text(plan)
-    return Preview(_planned(RunSummary.start(run_id, counts, plan), plan, max_units), text, plan.nothing_due)
+    return preview_of(plan, counts, max_units)
+
+
+def preview_of(plan: Plan, counts: dict[str, int], max_units: int | None) -> Preview:
+    """What a refresh's `plan` (made for the fleet whose ingest `counts` it is) tells before anything is called."""
+    return Preview(_planned(RunSummary.start(plan.run_id, counts, plan), plan, max_units), plan_text(plan),
+                   plan.nothing_due)
 
 
 def preview_backfill(db_path: str | Path, run_id: str, datasets: list[str] | None, *, vins: list[str] | None = None,

@@ -6,6 +6,7 @@ due runs them directly, without Prefect (`answer_without_calls`), so it costs no
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -144,24 +145,34 @@ def leave_pending(run: RunContext, summary: RunSummary) -> None:
                         details=summary.kind == "refresh" and "recalls" in run.planned)
 
 
-def answer_without_calls(run: RunContext, fleet: IngestResult, paths: list[str],
-                         options: RefreshOptions) -> dict[str, Any] | None:
-    """A refresh whose plan has nothing due, answered in this process without Prefect; None if something is due.
+@dataclass
+class Ahead:
+    """The plan a refresh makes from its working store once it holds the lock, before Prefect or the service:
+    printed, and followed at once when nothing is due (`answer_without_calls`); the flow plans again otherwise."""
 
-    The caller saw nothing due in the published database (the dry run's plan); the working store has
-    the last word. It plans from the roster as read, before landing anything: should something be due
-    after all (a killed run's answers landed, a stale published file), nothing of this run is recorded
-    and the caller runs the flow. `fleet`: the files as the command read them (`read_fleet`), not read again.
-    """
+    plan: Plan
+    roster: pl.DataFrame  # as it will land: plates needing no call settled
+    rejected: pl.DataFrame
+    counts: dict[str, int]  # the ingest's
+    recovered: dict[str, int]  # what earlier runs paid for and never landed, landed by this plan
+
+
+def plan_ahead(run: RunContext, fleet: IngestResult, options: RefreshOptions) -> Ahead:
+    """The run's plan from the roster as read, before landing anything of this run: should something be due,
+    nothing of it is recorded here and the flow runs. `fleet`: the files as the command read them, not read again."""
     roster, rejected, counts = settle(run, fleet, options.plates)  # plates needing a lookup are staged: the plan counts them
-    made, _ = plan(run, options.datasets, options.force, options.fresh or None, roster=roster)
-    if not made.nothing_due:
-        return None
+    made, recovered = plan(run, options.datasets, options.force, options.fresh or None, roster=roster)
+    return Ahead(made, roster, rejected, counts, recovered)
+
+
+def answer_without_calls(run: RunContext, fleet: IngestResult, paths: list[str], options: RefreshOptions,
+                         ahead: Ahead) -> dict[str, Any]:
+    """A refresh whose plan (`ahead`) has nothing due, answered in this process without Prefect."""
     # No call: the run records the service its plan found everything fresh for.
     run.store.start_run("refresh", [str(f) for f in fleet.files] or paths, options.run_parameters(), run_id=run.run_id,
                         service=service_in_use())
-    land_roster(run, roster, rejected)
-    summary = RunSummary.start(run.run_id, counts, made)
+    land_roster(run, ahead.roster, ahead.rejected)
+    summary = RunSummary.start(run.run_id, ahead.counts, ahead.plan)
     summary.end()
     return finish(run, summary, options.lake)[0]
 
