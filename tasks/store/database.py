@@ -626,7 +626,7 @@ class Database:
                 select = f'SELECT *, vin_bucket(vin) AS vin_bucket FROM "{name}"'
             else:
                 select = f'SELECT * FROM "{name}"'
-            relations.append(lake.Relation(name, select, tuple(partitions), derived=name in views))
+            relations.append(lake.Relation(name, select, tuple(partitions)))
         return lake.export(self.connection, self._lock, Path(lake_dir), relations)
 
     def exported_views(self) -> dict[str, list[str]]:

@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 FILE_NAME = "part-0.parquet"
 FINGERPRINT_KEY = b"fleet_data.fingerprint"
 LAYOUT_VERSION = "1"  # bump to rewrite every lake file once (a change of layout or of what a fingerprint covers)
+PART = "lake_part"  # the number of a changed partition, while its rows are read
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # what hive readers (DuckDB, pyarrow, polars) read as NULL
 
 
@@ -39,7 +41,6 @@ class Relation:
     name: str
     select: str
     partitions: tuple[str, ...]
-    derived: bool = False  # a view: computed once per export into a temporary table, then read from there
 
 
 @dataclass
@@ -59,16 +60,11 @@ def export(con: Any, lock: threading.RLock, lake: Path, relations: list[Relation
     for relation in relations:
         folder = lake / relation.name
         shutil.rmtree(lake / f".{relation.name}.writing", ignore_errors=True)  # the previous exporter's staging
-        try:
-            with lock:
-                if relation.derived:
-                    _run(con, f"CREATE OR REPLACE TEMP TABLE lake_view AS {relation.select}")
-                    relation = Relation(relation.name, "SELECT * FROM lake_view", relation.partitions)
-                wanted = _fingerprints(con, relation)
-            _update(con, lock, relation, folder, wanted, report)
-        finally:
-            with lock:
-                _run(con, "DROP TABLE IF EXISTS lake_view")
+        # A view is computed where it is read, not kept in a temporary table first: most exports find most
+        # views unchanged, and their fingerprints cost half of computing and storing them.
+        with lock:
+            wanted = _fingerprints(con, relation)
+        _update(con, lock, relation, folder, wanted, report)
         report.tables[relation.name] = folder
     return report
 
@@ -89,11 +85,6 @@ def _update(con: Any, lock: threading.RLock, relation: Relation, folder: Path,
         with lock:
             report.written += _write(con, relation, folder, {rel: (changed[rel], wanted[rel][1]) for rel in order})
     _remove_empty_folders(folder)
-
-
-def _run(con: Any, statement: str) -> None:
-    con.execute(statement)
-    con.complete()  # DuckDB 2 refuses new work while a result is pending
 
 
 def _fingerprints(con: Any, relation: Relation) -> dict[str, tuple[str, tuple[Any, ...]]]:
@@ -139,38 +130,40 @@ def _fingerprint_of(path: Path | None) -> str | None:
 
 
 def _write(con: Any, relation: Relation, folder: Path, changed: dict[str, tuple[str, tuple[Any, ...]]]) -> list[Path]:
-    """Write the changed partitions: their rows gathered in one scan, then one file each."""
+    """Write the changed partitions: their rows read in one pass, in partition order, then one file each."""
     columns = relation.partitions
-    exclude = f" EXCLUDE ({', '.join(_quoted(c) for c in columns)})" if columns else ""
-    keyed = {rel: values for rel, (_, values) in changed.items() if values}
+    keyed = [values for _, values in changed.values() if values]
     if keyed:
-        keys = pa.table({c: [values[i] for values in keyed.values()] for i, c in enumerate(columns)})
+        # Each changed partition's number (`lake_part`) joined to its rows: read once, sorted by it, then sliced.
+        keys = pa.table({**{c: [values[i] for values in keyed] for i, c in enumerate(columns)},
+                         PART: pa.array(range(len(keyed)), pa.int32())})
+        match = " AND ".join(f"x.{_quoted(c)} IS NOT DISTINCT FROM k.{_quoted(c)}" for c in columns)
         con.register("lake_changed_keys", keys)
         try:
-            match = " AND ".join(f"x.{_quoted(c)} IS NOT DISTINCT FROM k.{_quoted(c)}" for c in columns)
-            _run(con, f"CREATE OR REPLACE TEMP TABLE lake_changed AS SELECT x.* FROM ({relation.select}) AS x "
-                      f"SEMI JOIN lake_changed_keys AS k ON {match}")
+            data = con.sql(f"SELECT x.* EXCLUDE ({', '.join(_quoted(c) for c in columns)}), k.{PART} "
+                           f"FROM ({relation.select}) AS x JOIN lake_changed_keys AS k ON {match} "
+                           f"ORDER BY k.{PART}").to_arrow_table()
         finally:
             con.unregister("lake_changed_keys")
-    written = []
-    try:
-        for rel, (fingerprint, values) in changed.items():
-            if values:
-                where = " AND ".join(f"{_quoted(c)} IS NOT DISTINCT FROM $p{i}" for i, c in enumerate(columns))
-                data = con.sql(f"SELECT *{exclude} FROM lake_changed WHERE {where}",
-                               params={f"p{i}": v for i, v in enumerate(values)}).to_arrow_table()
-            else:  # the whole relation in one file: unpartitioned, or empty (then with every column, path ones too)
-                data = con.sql(relation.select).to_arrow_table()
-            metadata = {**(data.schema.metadata or {}), FINGERPRINT_KEY: fingerprint.encode()}
-            target = folder / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_name(target.name + ".tmp")
-            pq.write_table(data.replace_schema_metadata(metadata), partial)
-            partial.replace(target)
-            written.append(target)
-    finally:
-        if keyed:
-            _run(con, "DROP TABLE IF EXISTS lake_changed")
+        counts = np.bincount(data[PART].to_numpy(), minlength=len(keyed)) if data.num_rows else [0] * len(keyed)
+        data = data.drop_columns([PART])
+        starts = np.concatenate([[0], np.cumsum(counts)])
+    else:  # the whole relation in one file: unpartitioned, or empty (then with every column, path ones too)
+        data = con.sql(relation.select).to_arrow_table()
+    written, part = [], 0
+    for rel, (fingerprint, values) in changed.items():
+        if values:
+            rows = data.slice(int(starts[part]), int(counts[part]))
+            part += 1
+        else:
+            rows = data
+        metadata = {**(rows.schema.metadata or {}), FINGERPRINT_KEY: fingerprint.encode()}
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + ".tmp")
+        pq.write_table(rows.replace_schema_metadata(metadata), partial)
+        partial.replace(target)
+        written.append(target)
     return written
 
 
