@@ -16,8 +16,10 @@ once the export is over.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,8 @@ import pyarrow.parquet as pq
 FILE_NAME = "part-0.parquet"
 FINGERPRINT_KEY = b"fleet_data.fingerprint"
 LAYOUT_VERSION = "1"  # bump to rewrite every lake file once (a change of layout or of what a fingerprint covers)
+# Files written side by side: pyarrow encodes without the GIL (16 files of a 100,000-row table: 1.5-2x faster on 2 cores).
+WRITERS = min(4, os.cpu_count() or 1)
 PART = "lake_part"  # the number of a changed partition, while its rows are read
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # what hive readers (DuckDB, pyarrow, polars) read as NULL
 
@@ -83,7 +87,8 @@ def _update(con: Any, lock: threading.RLock, relation: Relation, folder: Path,
         # Partitions that had a file first: a row moving between partitions leaves before it arrives.
         order = sorted(changed, key=lambda rel: rel not in present)
         with lock:
-            report.written += _write(con, relation, folder, {rel: (changed[rel], wanted[rel][1]) for rel in order})
+            report.written += _write(con, relation, folder, {rel: (changed[rel], wanted[rel][1]) for rel in order},
+                                     replaced=sum(rel in present for rel in order))
     _remove_empty_folders(folder)
 
 
@@ -129,8 +134,10 @@ def _fingerprint_of(path: Path | None) -> str | None:
     return value.decode() if value else None
 
 
-def _write(con: Any, relation: Relation, folder: Path, changed: dict[str, tuple[str, tuple[Any, ...]]]) -> list[Path]:
-    """Write the changed partitions: their rows read in one pass, in partition order, then one file each."""
+def _write(con: Any, relation: Relation, folder: Path, changed: dict[str, tuple[str, tuple[Any, ...]]],
+           replaced: int = 0) -> list[Path]:
+    """Write the changed partitions: their rows read in one pass, in partition order, then one file each (the first
+    `replaced` ones, which had a file, before the others)."""
     columns = relation.partitions
     keyed = [values for _, values in changed.values() if values]
     if keyed:
@@ -150,7 +157,7 @@ def _write(con: Any, relation: Relation, folder: Path, changed: dict[str, tuple[
         starts = np.concatenate([[0], np.cumsum(counts)])
     else:  # the whole relation in one file: unpartitioned, or empty (then with every column, path ones too)
         data = con.sql(relation.select).to_arrow_table()
-    written, part = [], 0
+    files, part = [], 0
     for rel, (fingerprint, values) in changed.items():
         if values:
             rows = data.slice(int(starts[part]), int(counts[part]))
@@ -158,13 +165,20 @@ def _write(con: Any, relation: Relation, folder: Path, changed: dict[str, tuple[
         else:
             rows = data
         metadata = {**(rows.schema.metadata or {}), FINGERPRINT_KEY: fingerprint.encode()}
-        target = folder / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(target.name + ".tmp")
-        pq.write_table(rows.replace_schema_metadata(metadata), partial)
-        partial.replace(target)
-        written.append(target)
-    return written
+        files.append((folder / rel, rows.replace_schema_metadata(metadata)))
+    with ThreadPoolExecutor(WRITERS) as pool:
+        for group in (files[:replaced], files[replaced:]):
+            list(pool.map(_write_file, group))
+    return [target for target, _ in files]
+
+
+def _write_file(file: tuple[Path, pa.Table]) -> None:
+    """One partition's file, written beside its place and renamed onto it."""
+    target, rows = file
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".tmp")
+    pq.write_table(rows, partial)
+    partial.replace(target)
 
 
 def _quoted(identifier: str) -> str:
