@@ -650,19 +650,26 @@ def _stamped(chunk: pa.Table, run_id: str, stamp: datetime, provenance: tuple[in
     rows = chunk.num_rows
     names = chunk.column_names
     run_seq, service = provenance
-    stamps = {"run_id": pa.scalar(run_id, pa.string()), "run_seq": pa.scalar(run_seq, pa.int64()),
-              "service": pa.scalar(service, pa.string())}
-    for name, value in stamps.items():
+    stamps = {"run_id": (run_id, pa.string()), "run_seq": (run_seq, pa.int64()), "service": (service, pa.string())}
+    for name, (value, kind) in stamps.items():
         if name != "run_id" and name not in (columns or ()):
             continue
         if name == "service" and service is None and name in names:
             continue  # a run not recorded (yet): a row that says its service keeps it
-        column = pa.repeat(value, rows)
+        column = _repeated(value, kind, rows)
         chunk = chunk.set_column(names.index(name), name, column) if name in names else chunk.append_column(name, column)
         names = chunk.column_names
     if "fetched_at" not in names:
-        chunk = chunk.append_column("fetched_at", pa.repeat(pa.scalar(stamp, _UTC), rows))
+        chunk = chunk.append_column("fetched_at", _repeated(stamp, _UTC, rows))
     return chunk
+
+
+def _repeated(value: Any, kind: pa.DataType, rows: int) -> pa.Array:
+    """`value` on `rows` rows, as Arrow. Made through polars: pyarrow imports pandas, where it is installed (0.3 s),
+    the first time it turns a Python value into Arrow."""
+    if value is None:
+        return pa.nulls(rows, kind)
+    return pa.repeat(pl.Series([value]).to_arrow().cast(kind)[0], rows)
 
 
 def _polars(table: pa.Table) -> pl.DataFrame:

@@ -32,18 +32,19 @@ SCRIPT = """
 import json, sys
 from fleet_data.flows.cli import main
 code = main(sys.argv[1:])
-print("MODULES " + json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'prefect')), file=sys.stderr)
+print("MODULES " + json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == '{top}')), file=sys.stderr)
 sys.exit(code)
 """
 
 
-def fleet(*argv: str) -> tuple[int, str, str, list[str]]:
-    """`fleet argv...` in a new interpreter that cannot reach Prefect or the service: (code, out, err, prefect modules)."""
+def fleet(*argv: str, top: str = "prefect") -> tuple[int, str, str, list[str]]:
+    """`fleet argv...` in a new interpreter that cannot reach Prefect or the service: (code, out, err, the modules of
+    package `top` it imported)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VDS_", "PREFECT_API"))}
     env |= {"PREFECT_API_URL": f"{CLOSED}/api", "VDS_BASE_URL": CLOSED, "VDS_API_KEY": "fast_path_key",
             "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-c", SCRIPT.replace("{top}", top), *argv], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
     err, _, modules = done.stderr.rpartition("MODULES ")
     return done.returncode, done.stdout, err, json.loads(modules) if modules else ["(no report: it crashed)"]
 
@@ -153,6 +154,19 @@ def test_a_refresh_with_nothing_due_answers_without_prefect(tmp_path):
         assert store.sql("SELECT run_id = $run, status FROM runs ORDER BY started_at", {"run": summary["run_id"]}).rows() \
             == [(False, "completed"), (True, "completed")]
         assert store.sql("SELECT count(*) FROM run_datasets WHERE run_id = $run", {"run": summary["run_id"]}).rows() == [(1,)]
+
+
+def test_a_refresh_with_nothing_due_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas, where it is installed (0.3 s), the first time a Python value becomes Arrow: the
+    landing's constant columns and the lake's partition keys are made through polars, so a run with nothing
+    due never pays for it (`make test` runs where pandas is installed)."""
+    pytest.importorskip("pandas")
+    db = tmp_path / "fleet.duckdb"
+    build_database(db, fresh_specs=10**6)
+    code, _, err, pandas = fleet("refresh", str(SAMPLE), "--db", str(db), "--datasets", "specs", "--no-plates",
+                                 "--lake", str(tmp_path / "lake"), "--json", top="pandas")
+    assert code == 0, err
+    assert pandas == []
 
 
 def test_a_refresh_with_something_due_is_not_taken_for_nothing(tmp_path):
