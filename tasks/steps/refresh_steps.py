@@ -162,6 +162,8 @@ def plan_ahead(run: RunContext, fleet: IngestResult, options: RefreshOptions) ->
     nothing of it is recorded here and the flow runs. `fleet`: the files as the command read them, not read again."""
     roster, rejected, counts = settle(run, fleet, options.plates)  # plates needing a lookup are staged: the plan counts them
     made, recovered = plan(run, options.datasets, options.force, options.fresh or None, roster=roster)
+    if not made.nothing_due:
+        run.planned = {}  # what the run leaves pending is its flow's own plan, made once the run is recorded
     return Ahead(made, roster, rejected, counts, recovered)
 
 
