@@ -19,7 +19,9 @@ import hashlib
 import os
 import shutil
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ LAYOUT_VERSION = "1"  # bump to rewrite every lake file once (a change of layout
 # Files written side by side: pyarrow encodes without the GIL (16 files of a 100,000-row table: 1.5-2x faster on 2 cores).
 WRITERS = min(4, os.cpu_count() or 1)
 PART = "lake_part"  # the number of a changed partition, while its rows are read
+BATCH_ROWS = 65_536  # rows per Arrow batch as they are read
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # what hive readers (DuckDB, pyarrow, polars) read as NULL
 
 
@@ -137,46 +140,90 @@ def _fingerprint_of(path: Path | None) -> str | None:
 
 def _write(con: Any, relation: Relation, folder: Path, changed: dict[str, tuple[str, tuple[Any, ...]]],
            replaced: int = 0) -> list[Path]:
-    """Write the changed partitions: their rows read in one pass, in partition order, then one file each (the first
-    `replaced` ones, which had a file, before the others)."""
-    columns = relation.partitions
+    """Write the changed partitions, one file each (the first `replaced` ones, which had a file, before the others):
+    their rows read in one pass, sorted by partition and streamed, so memory holds a few partitions, not the table."""
+    targets = [(folder / rel, fingerprint.encode()) for rel, (fingerprint, _) in changed.items()]
     keyed = [values for _, values in changed.values() if values]
-    if keyed:
-        # Each changed partition's number (`lake_part`) joined to its rows: read once, sorted by it, then sliced.
-        # A polars frame: pyarrow would import pandas (0.3 s) to turn these Python values into Arrow.
-        keys = pl.DataFrame({**{c: [values[i] for values in keyed] for i, c in enumerate(columns)},
-                             PART: pl.Series(range(len(keyed)), dtype=pl.Int32)})
-        match = " AND ".join(f"x.{_quoted(c)} IS NOT DISTINCT FROM k.{_quoted(c)}" for c in columns)
-        con.register("lake_changed_keys", keys)
-        try:
-            data = con.sql(f"SELECT x.* EXCLUDE ({', '.join(_quoted(c) for c in columns)}), k.{PART} "
-                           f"FROM ({relation.select}) AS x JOIN lake_changed_keys AS k ON {match} "
-                           f"ORDER BY k.{PART}").to_arrow_table()
-        finally:
-            con.unregister("lake_changed_keys")
-        counts = np.bincount(pl.Series(data.column(PART)).to_numpy(), minlength=len(keyed))  # not pyarrow's: pandas
-        data = data.drop_columns([PART])
-        starts = np.concatenate([[0], np.cumsum(counts)])
-    else:  # the whole relation in one file: unpartitioned, or empty (then with every column, path ones too)
-        data = con.sql(relation.select).to_arrow_table()
-    files, part = [], 0
-    for rel, (fingerprint, values) in changed.items():
-        if values:
-            rows = data.slice(int(starts[part]), int(counts[part]))
-            part += 1
-        else:
-            rows = data
-        metadata = {**(rows.schema.metadata or {}), FINGERPRINT_KEY: fingerprint.encode()}
-        files.append((folder / rel, rows.replace_schema_metadata(metadata)))
     with ThreadPoolExecutor(WRITERS) as pool:
-        for group in (files[:replaced], files[replaced:]):
-            list(pool.map(_write_file, group))
-    return [target for target, _ in files]
+        writes = _Writes(pool, targets, replaced)
+        if not keyed:  # the whole relation in one file: unpartitioned, or empty (then with every column, path ones too)
+            writes.put(0, con.sql(relation.select).to_arrow_table())
+        else:
+            # Each changed partition's number (`lake_part`) joined to its rows. A polars frame: pyarrow would
+            # import pandas (0.3 s) to turn these Python values into Arrow.
+            columns = relation.partitions
+            keys = pl.DataFrame({**{c: [values[i] for values in keyed] for i, c in enumerate(columns)},
+                                 PART: pl.Series(range(len(keyed)), dtype=pl.Int32)})
+            match = " AND ".join(f"x.{_quoted(c)} IS NOT DISTINCT FROM k.{_quoted(c)}" for c in columns)
+            con.register("lake_changed_keys", keys)
+            reader = None
+            try:
+                reader = con.sql(f"SELECT x.* EXCLUDE ({', '.join(_quoted(c) for c in columns)}), k.{PART} "
+                                 f"FROM ({relation.select}) AS x JOIN lake_changed_keys AS k ON {match} "
+                                 f"ORDER BY k.{PART}").to_arrow_reader(BATCH_ROWS)
+                empty = pa.Table.from_batches([], reader.schema.remove(reader.schema.get_field_index(PART)))
+                for part, rows in _by_partition(reader):
+                    writes.fill(part, empty)  # partitions whose rows went since their fingerprints: empty files
+                    writes.put(part, rows)
+                writes.fill(len(keyed), empty)
+            finally:
+                if reader is not None:
+                    reader.close()  # a stream cut short (a write that failed) holds the connection until closed
+                con.unregister("lake_changed_keys")
+        writes.wait()
+    return [target for target, _ in targets]
 
 
-def _write_file(file: tuple[Path, pa.Table]) -> None:
+def _by_partition(reader: pa.RecordBatchReader) -> Iterator[tuple[int, pa.Table]]:
+    """(partition number, its rows without `lake_part`) from a stream sorted by `lake_part`, each whole, in order."""
+    pending: list[pa.RecordBatch] = []
+    current = -1
+    for batch in reader:
+        if not batch.num_rows:
+            continue
+        parts = pl.Series(batch.column(PART)).to_numpy()  # not pyarrow's to_numpy: it imports pandas
+        bounds = [0, *(np.flatnonzero(np.diff(parts)) + 1), len(parts)]
+        for start, end in zip(bounds, bounds[1:]):
+            if parts[start] != current and pending:
+                yield current, pa.Table.from_batches(pending).drop_columns([PART])
+                pending = []
+            current = int(parts[start])
+            pending.append(batch.slice(start, end - start))
+    if pending:
+        yield current, pa.Table.from_batches(pending).drop_columns([PART])
+
+
+class _Writes:
+    """Partition files written by `pool` in partition order's phases: every file that replaces one is on disk before
+    the first new one is written. At most a few wait in memory at a time."""
+
+    def __init__(self, pool: ThreadPoolExecutor, targets: list[tuple[Path, bytes]], replaced: int):
+        self.pool, self.targets, self.replaced = pool, targets, replaced
+        self.next = 0  # the next partition number to write
+        self.waiting: deque[Future[None]] = deque()
+
+    def put(self, part: int, rows: pa.Table) -> None:
+        if part == self.replaced:
+            self.wait()  # a row moving between partitions leaves before it arrives
+        while len(self.waiting) >= 2 * WRITERS:
+            self.waiting.popleft().result()
+        target, fingerprint = self.targets[part]
+        metadata = {**(rows.schema.metadata or {}), FINGERPRINT_KEY: fingerprint}
+        self.waiting.append(self.pool.submit(_write_file, target, rows.replace_schema_metadata(metadata)))
+        self.next = part + 1
+
+    def fill(self, upto: int, empty: pa.Table) -> None:
+        """An empty file for each partition number from the next one to `upto` (excluded)."""
+        for part in range(self.next, upto):
+            self.put(part, empty)
+
+    def wait(self) -> None:
+        while self.waiting:
+            self.waiting.popleft().result()
+
+
+def _write_file(target: Path, rows: pa.Table) -> None:
     """One partition's file, written beside its place and renamed onto it."""
-    target, rows = file
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".tmp")
     pq.write_table(rows, partial)
