@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from fleet_data.connectors.sandbox import Sandbox
-from fleet_data.tasks.store.published import published_record_path
+from fleet_data.tasks.store.published import _fingerprint, published_record_path
 from tests.bench.compare.fleets import fleet_vins
 from tests.bench.measure import run_measured
 
@@ -54,9 +54,7 @@ def _copy(base: Path, to: Path) -> tuple[Path, Path]:
     follows the copy (a copy is a new file: the run would take it for one written to since it was published)."""
     shutil.copytree(base, to)
     db = to / "fleet.duckdb"
-    st = db.stat()
-    published_record_path(db).write_text(json.dumps({"size": st.st_size, "mtime_ns": st.st_mtime_ns,
-                                                      "inode": st.st_ino}))
+    published_record_path(db).write_text(json.dumps(_fingerprint(db)))  # as a publish records it
     return db, to / "lake"
 
 
