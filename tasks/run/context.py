@@ -18,6 +18,7 @@ they write staged files only. Nothing here imports Prefect: `fleet` takes the lo
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -36,7 +37,7 @@ from fleet_data.tasks.staging.area import StagingArea
 from fleet_data.tasks.store import published
 from fleet_data.tasks.store.database import Database, open_database
 from fleet_data.tasks.store.files import new_run_id as new_run_id
-from fleet_data.tasks.store.files import publishing_path, working_path
+from fleet_data.tasks.store.files import previous_path, publishing_path, working_path
 
 if TYPE_CHECKING:
     from fleet_data.connectors.keycheck import KeyCheck
@@ -85,6 +86,8 @@ class RunContext:
             needed = os.stat(self.store.path).st_size
         except OSError:
             needed = 0
+        with contextlib.suppress(OSError):  # the snapshot the last publish replaced is written over (or freed)
+            needed = max(0, needed - os.stat(previous_path(self.db)).st_size)
         return self.watch.check(needed, publishing=True) is None
 
     def due(self) -> bool:

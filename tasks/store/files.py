@@ -3,6 +3,7 @@
   <db>                  the published snapshot
   <db>.working          the runs' store (and DuckDB's <db>.working.wal); only the lock holder opens it
   <db>.publishing       a snapshot being copied, renamed onto <db> once complete
+  <db>.previous         the snapshot the last publish replaced, brought up to date by the next (tasks/store/published.py)
   <db>.lock             the run lock (tasks/run/lock.py)
   <db>.progress.json    what the live run is doing (tasks/run/progressfile.py)
   <db>.reserve          room set aside while a run runs, freed when the disk fills (tasks/control/resources.py)
@@ -23,6 +24,10 @@ def working_path(db: str | Path) -> Path:
 
 def publishing_path(db: str | Path) -> Path:
     return Path(str(db) + ".publishing")
+
+
+def previous_path(db: str | Path) -> Path:
+    return Path(str(db) + ".previous")
 
 
 def _wal(path: str | Path) -> Path:
@@ -58,6 +63,50 @@ def copy_open_file(source: int, target: Path) -> None:
                 piece, done = piece[written:], done + written
     finally:
         os.close(out)
+
+
+# DuckDB's file: a 4 KiB main header and two 4 KiB database headers, then blocks, each starting with the 8-byte
+# checksum of the rest of it (DuckDB checks it on every read).
+MAIN_HEADER = 4096  # written when the file is made: its version and layout
+HEADERS = 3 * MAIN_HEADER
+CHECKSUM = 8
+
+
+def update_open_copy(source: int, target: Path, block_size: int) -> int:
+    """Make `target`, an older copy of the DuckDB file open at descriptor `source`, equal to it by writing only the
+    blocks whose checksum differs (and the headers, and what lies past the old end); returns the bytes written.
+
+    A block's checksum covers the rest of the block, so an unchanged checksum is an unchanged block (up to a 64-bit
+    hash's collision, the odds DuckDB's own checks take): the cost follows what changed, not the file's size.
+    """
+    size = os.fstat(source).st_size
+    out = os.open(target, os.O_RDWR)
+    try:
+        old_size = os.fstat(out).st_size
+        if os.pread(out, MAIN_HEADER, 0) != os.pread(source, MAIN_HEADER, 0):
+            old_size = 0  # another layout or version of DuckDB's file: no block of it is trusted
+        os.ftruncate(out, size)
+        written = _copy_range(source, out, 0, min(HEADERS, size))
+        for at in range(HEADERS, size, block_size):
+            length = min(block_size, size - at)
+            if length < block_size or at + length > old_size or os.pread(source, CHECKSUM, at) != os.pread(out, CHECKSUM, at):
+                written += _copy_range(source, out, at, length)
+        return written
+    finally:
+        os.close(out)
+
+
+def _copy_range(source: int, out: int, at: int, length: int) -> int:
+    done = 0
+    while done < length:
+        piece = os.pread(source, min(1 << 20, length - done), at + done)
+        if not piece:
+            raise OSError(f"the file ended at byte {at + done} while it was copied")
+        view = memoryview(piece)
+        while view:
+            count = os.pwrite(out, view, at + done)
+            view, done = view[count:], done + count
+    return done
 
 
 def seed_working(db: str | Path) -> bool:

@@ -3,7 +3,12 @@
 The file at `--db` (default `data/fleet.duckdb`) is what analysts, notebooks and BI tools open:
 read-only, any number of them, at any time. No run ever writes it. Runs work in their own store
 beside it and publish: CHECKPOINT the working store, copy it to a temporary file in the same
-folder, fsync, and rename the copy onto `--db` (`os.replace`, atomic). The store, and so the copy, is in
+folder, fsync, and rename the copy onto `--db` (`os.replace`, atomic). The file a publish replaces is kept as
+`<db>.previous` (a hard link), and the next publish, instead of copying the whole store, renames it to the
+temporary name and writes into it only the blocks whose checksum differs from the store's
+(`files.update_open_copy`): its cost follows what changed since that snapshot, two publishes back, not the file's
+size. A kept snapshot someone may still read (a DuckDB connection holds its lock, or this process has it open)
+is never written: it is unlinked, its reader keeps it, and that publish copies in full. The store, and so the copy, is in
 the file format DuckDB 1.4 and later read, not DuckDB 2.0's own (tasks/store/fileformat.py): the CLI, R,
 Node and DBeaver clients lag the Python package. A reader keeps the snapshot
 it opened until it reconnects (on Linux the replaced file lives on while anyone holds it open).
@@ -24,6 +29,7 @@ The files beside `--db`:
   <db>.published.json   what the snapshot looked like when published (size, mtime, inode)
   <db>.working          the runs' store (and DuckDB's <db>.working.wal); only the lock holder opens it
   <db>.publishing       a snapshot being copied, renamed onto <db> once complete
+  <db>.previous         the snapshot the last publish replaced, brought up to date by the next one
   <db>.lock             the run lock (tasks/run/lock.py)
   <db>.progress.json    what the live run is doing (tasks/run/progressfile.py)
 """
@@ -50,7 +56,8 @@ from fleet_data.tasks.control.faults import as_fault, damaged_database
 from fleet_data.tasks.store import fileformat
 from fleet_data.tasks.store.database import (QUERY_NAME, SQL_DIR, Database, DatabaseError, DatabaseUnusable, _bind,
                                              _read_sql, damaged_published, _statements, open_database)
-from fleet_data.tasks.store.files import _fsync, _wal, copy_open_file, publishing_path
+from fleet_data.tasks.store.files import (_fsync, _wal, copy_open_file, previous_path, publishing_path,
+                                          update_open_copy)
 
 
 def unusable_published(exc: duckdb.Error, db: str | Path) -> DatabaseError:
@@ -129,18 +136,26 @@ def publish(store: Database, db: str | Path, say: Callable[[str], None] = _stder
         say(f"{target} is open for writing in another program: not replaced, so nothing written there is lost. "
             "Close it (and open it read-only: it is a snapshot we replace); the next publish goes ahead.")
         return None
+    temporary.unlink(missing_ok=True)  # a cut publish's copy is read-only: never written into
+    reusing = _take_previous(previous_path(target), target, temporary)
     with store._lock:  # the Database's own lock: landings wait while the file is copied
         store.connection.execute("CHECKPOINT")
         wal = _wal(store.path)
         if wal.exists() and wal.stat().st_size:
             raise DatabaseError(f"{store.path}: the checkpoint left a write-ahead log behind; not published")
-        temporary.unlink(missing_ok=True)  # a cut publish's copy is read-only: never written into
         # The store is in the format DuckDB 1.4 and later read (tasks/store/fileformat.py): so is the copy.
-        copy_open_file(store.reader, temporary)  # not by name: that would drop DuckDB's lock on the store
+        # Read through the store's descriptor, not by name: that would drop DuckDB's lock on the store.
+        if reusing:
+            ((block_size,),) = store.connection.execute("SELECT block_size FROM pragma_database_size()").fetchall()
+            update_open_copy(store.reader, temporary, block_size)
+        else:
+            copy_open_file(store.reader, temporary)
     _fsync(temporary)
     temporary.chmod(0o444)  # a snapshot: opened read-only (a read-write open fails for all but root)
     if changed_since_published(target):
         _move_aside(target, say)
+    elif target.is_file():
+        _keep_as_previous(target, previous_path(target))
     # A log left by a version that wrote --db itself would be replayed into the new file by readers.
     _wal(target).unlink(missing_ok=True)
     os.replace(temporary, target)
@@ -154,6 +169,54 @@ def publish(store: Database, db: str | Path, say: Callable[[str], None] = _stder
     partial.write_text(json.dumps(_fingerprint(target)), encoding="utf-8")
     os.replace(partial, record)
     return datetime.now(timezone.utc)
+
+
+def _take_previous(previous: Path, target: Path, temporary: Path) -> bool:
+    """Move the snapshot the last publish replaced to `temporary`, to be brought up to date, when nobody reads it;
+    True when moved. One still read (a reader keeps the snapshot it opened) is unlinked instead: that reader keeps
+    it, and this publish copies the whole file."""
+    if not previous.is_file():
+        return False
+    if _nobody_reads(previous, target):
+        os.replace(previous, temporary)
+        return True
+    previous.unlink(missing_ok=True)
+    return False
+
+
+def _nobody_reads(previous: Path, target: Path) -> bool:
+    """Whether `previous` may be written: not the published file itself (a publish cut between its hard link and its
+    rename leaves both names on one file), not open in this process, and locked by no DuckDB anywhere (a DuckDB
+    connection locks its file, a read-only one shared)."""
+    if fcntl is None or not Path("/proc/self/fd").is_dir():
+        return False  # this process's own descriptors cannot be told apart: copy in full, as before
+    try:
+        if target.exists() and os.path.samefile(previous, target):
+            return False
+        held = previous.stat()
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                mine = os.stat(f"/proc/self/fd/{fd}")
+                if (mine.st_dev, mine.st_ino) == (held.st_dev, held.st_ino):
+                    return False
+        previous.chmod(0o644)  # published read-only; ours to write again
+        probe = os.open(previous, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(probe)  # releases the probe's lock; no DuckDB of this process holds the file (above)
+    return True
+
+
+def _keep_as_previous(target: Path, previous: Path) -> None:
+    """Keep the snapshot being replaced under a second name, for the next publish to bring up to date."""
+    previous.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # a file system without hard links: the next publish copies in full
+        os.link(target, previous)
 
 
 def publish_file(db: str | Path, say: Callable[[str], None] = _stderr) -> datetime | None:

@@ -9,14 +9,17 @@ batches of two row groups (245,760) until the file reaches the size. The raw bod
 65,536 bodies of 4 KiB: the `body` column's zstd keeps about 70% of them, as it would of an answer it cannot shrink.
 Generating is not measured. Then, with `publish` (tasks/store/published.py) on the store held open, as a run does:
 
-- the first publish;
-- a publish with nothing changed;
+- the first publish (a whole copy: no earlier snapshot to bring up to date);
+- a publish with nothing changed (a whole copy again: it keeps the first file as `<db>.previous`);
+- a publish with nothing changed that brings the kept snapshot up to date in place;
 - a publish after a small run's worth of change: 1,000 VINs spread over the table upserted into `specs` and
-  `fetch_status` (MERGE, as the landing does) and 1,000 `raw_responses` added. Its CHECKPOINT is timed on its own
-  before it (the publish's own then finds nothing to write): the two add up to what a run's publish costs.
+  `fetch_status` (MERGE, as the landing does) and 1,000 `raw_responses` added, in place. Its CHECKPOINT is timed on
+  its own before it (the publish's own then finds nothing to write): the two add up to what a run's publish costs;
+- the next publish with nothing changed (the other file of the two catches up with the change);
+- the same change again, published by a whole copy (the kept snapshot removed first): the old way, side by side.
 
 For each publish: wall seconds, CPU seconds of this process (getrusage: user + system, DuckDB's threads included),
-the file's bytes and MB/s; and the share of the new published file's blocks that differ from the one it replaced
+the file's bytes and MB/s, and what a publish in place wrote; and the share of the new published file's blocks that differ from the one it replaced
 (the old one kept by a hard link, both read and hashed per block: DuckDB's 12 KiB of headers, then its 256 KiB
 blocks), which says whether a block-level diff would make publishing follow the change. Then the same file copied
 with `shutil.copyfile` and fsynced, for the disk's own rate. Each size's files are deleted before the next.
@@ -37,8 +40,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import fleet_data.tasks.store.published as publishing
 from fleet_data.tasks.store.database import Database, open_database
-from fleet_data.tasks.store.files import _fsync, publishing_path, working_path
+from fleet_data.tasks.store.files import _fsync, previous_path, publishing_path, working_path
 from fleet_data.tasks.store.published import publish, published_record_path
 
 GB = 10**9
@@ -126,6 +130,15 @@ def small_change(store: Database, vins: int, raws: int) -> None:
     run("COMMIT")
 
 
+written: list[int] = []  # what the publish that brought a kept snapshot up to date wrote
+_update_open_copy = publishing.update_open_copy
+
+
+def _counted(source: int, target: Path, block_size: int) -> int:
+    written.append(_update_open_copy(source, target, block_size))
+    return written[-1]
+
+
 def free_blocks(store: Database) -> str:
     """The working store's blocks in use and free (a checkpoint writes anew, then frees what it replaced)."""
     used, free = store.connection.execute("SELECT used_blocks, free_blocks FROM pragma_database_size()").fetchone() or (0, 0)
@@ -156,6 +169,16 @@ def measure(gb: float, folder: Path) -> None:
     copy = folder / "copy.duckdb"
     said: list[str] = []
     print(f"{gb:g} GB: load average {load()}", flush=True)
+
+    def published(name: str, kept: bool) -> None:
+        """Publish; say what it cost and, when it brought the kept snapshot up to date, what it wrote."""
+        written.clear()
+        wall, cpu = timed(lambda: publish(store, db, said.append))
+        report(name, wall, cpu, db.stat().st_size)
+        assert bool(written) == kept, (name, written)  # in place exactly when meant to be
+        if written:
+            print(f"      in place: wrote {written[0] / 2**20:,.1f} MiB of {db.stat().st_size / 2**20:,.0f}", flush=True)
+
     try:
         store = open_database(db)
         try:
@@ -164,29 +187,33 @@ def measure(gb: float, folder: Path) -> None:
             print(f"    generated {Path(store.path).stat().st_size / GB:.2f} GB ({vins:,} VINs, {raws:,} raw responses) "
                   f"in {time.perf_counter() - started:.0f} s; {free_blocks(store)}; the last row group of raw_responses holds "
                   f"{raws % ROW_GROUP:,} rows", flush=True)
-            wall, cpu = timed(lambda: publish(store, db, said.append))
-            report("first publish", wall, cpu, db.stat().st_size)
-
+            published("first publish (a copy: nothing kept yet)", kept=False)
             os.link(db, previous)  # the published file it replaces lives on under this name
-            wall, cpu = timed(lambda: publish(store, db, said.append))
-            report("publish, nothing changed", wall, cpu, db.stat().st_size)
+            published("publish, nothing changed (a copy: it keeps the first for the next)", kept=False)
             differing, total = blocks_differing(previous, db)
             print(f"    blocks differing from the previous published file: {differing:,} of {total:,}", flush=True)
             previous.unlink()
+            published("publish, nothing changed, the kept snapshot brought up to date", kept=True)
 
             small_change(store, vins, raws)
             os.link(db, previous)
             checkpoint_wall, checkpoint_cpu = timed(lambda: store._run("CHECKPOINT"))
-            wall, cpu = timed(lambda: publish(store, db, said.append))
             print(f"    after {CHANGED:,} VINs upserted and {CHANGED:,} raw responses added: CHECKPOINT "
                   f"{checkpoint_wall:.2f} s wall, {checkpoint_cpu:.2f} s CPU; then", flush=True)
-            report("publish", wall, cpu, db.stat().st_size)
-            report("together", checkpoint_wall + wall, checkpoint_cpu + cpu, db.stat().st_size)
+            published("publish in place", kept=True)
             differing, total = blocks_differing(previous, db)
             print(f"    blocks differing from the previous published file: {differing:,} of {total:,} "
                   f"({differing / total:.1%}; {(db.stat().st_size - previous.stat().st_size) / 2**20:+.1f} MiB)", flush=True)
-            print(f"    {free_blocks(store)}", flush=True)
             previous.unlink()
+            published("the next publish, nothing changed (the other file catches up)", kept=True)
+
+            small_change(store, vins, raws + CHANGED)  # the same change again, published the old way: a whole copy
+            checkpoint_wall, checkpoint_cpu = timed(lambda: store._run("CHECKPOINT"))
+            print(f"    the same change again: CHECKPOINT {checkpoint_wall:.2f} s wall, {checkpoint_cpu:.2f} s CPU; "
+                  "then, with no snapshot kept", flush=True)
+            previous_path(db).unlink()
+            published("publish by a whole copy", kept=False)
+            print(f"    {free_blocks(store)}", flush=True)
         finally:
             store.close()
 
@@ -200,7 +227,7 @@ def measure(gb: float, folder: Path) -> None:
             print(f"    publish said: {line}", flush=True)
     finally:
         for path in (db, previous, copy, working_path(db), Path(f"{working_path(db)}.wal"), publishing_path(db),
-                     published_record_path(db)):
+                     published_record_path(db), previous_path(db)):
             path.unlink(missing_ok=True)
     print(f"    load average after: {load()}", flush=True)
 
@@ -209,6 +236,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sizes", type=float, nargs="*", default=[1.0, 10.0], help="store sizes in GB")
     args = parser.parse_args()
+    publishing.update_open_copy = _counted  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as scratch:
         for gb in args.sizes:
             free = shutil.disk_usage(scratch).free
