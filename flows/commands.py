@@ -287,12 +287,15 @@ def start_prefect(verbose: bool = False) -> None:
 
     settings = process_settings()
 
+    def load_flows() -> None:
+        importlib.import_module("fleet_data.flows.refresh")  # Prefect's flow machinery: seconds more under load
+
     def start() -> None:
         if settings.prefect_server == "shared":  # one local server for many commands (flows/shared_prefect.py)
             use_shared_server(settings.prefect_idle_seconds)
+            load_flows()
         else:
-            start_prefect_server()
-        importlib.import_module("fleet_data.flows.refresh")  # Prefect's flow machinery: seconds more under load
+            start_prefect_server(meanwhile=load_flows)  # loaded while the server starts
 
     hide_fault_tracebacks(verbose)  # -v shows every traceback
     if PREFECT_API_URL.value():  # a server of its own: nothing to start

@@ -114,9 +114,10 @@ def outlive_closed_output() -> None:
     Console.on_broken_pipe = go_quiet  # type: ignore[method-assign]
 
 
-def start_prefect_server() -> str | None:
+def start_prefect_server(meanwhile: Callable[[], object] = lambda: None) -> str | None:
     """Start Prefect's server as a child that dies with this process, and make it this process's Prefect API;
-    its API URL, or None.
+    its API URL, or None. `meanwhile` runs once, while the server starts (it takes some 10 s, mostly in the
+    child: the command's own work overlaps it).
 
     None when Prefect has a server to talk to (PREFECT_API_URL) or no death signal exists here: Prefect then
     starts its own temporary server, as it always does. Call it from the main thread, before any flow runs.
@@ -124,12 +125,15 @@ def start_prefect_server() -> str | None:
     from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
     if PREFECT_API_URL.value() or die_with_this_process() is None:
+        meanwhile()
         return None
     timeout = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
-    for _ in range(3):
+    for attempt in range(3):
         # Its own session: a terminal's Ctrl-C reaches the command only (module docstring).
         server, url = prefect_server_process(start_new_session=True)
         atexit.register(stop_server, server)
+        if attempt == 0:
+            meanwhile()
         if wait_for_health(server, url, timeout):
             use_local_api(url)
             return url
