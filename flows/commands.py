@@ -133,6 +133,7 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
             # --dask, once the cluster is known to work: one that cannot is refused before any call). Not for a plan
             # --max-units refuses: that calls nothing.
             check = preview.summary["status"] != "refused"
+            launch_prefect()  # Prefect's temporary server starts now, beside what follows, before it is needed
             prefect_api_answers()  # a standing Prefect server named and down: one line now, before any call
             with service_settings() as service:
                 if (refused := _start_calling(service, check, run_id, fleet, args, options)) is not None:
@@ -272,6 +273,17 @@ def prefect_api_answers() -> None:
         raise CommandError(f"the Prefect API at {shown} (PREFECT_API_URL) does not answer ({type(exc).__name__}): "
                            "start that server, or unset PREFECT_API_URL and fleet starts one of its own; "
                            "nothing was called") from None
+
+
+def launch_prefect() -> None:
+    """Start Prefect's temporary server unless the shared one is used (`start_prefect` then takes it): it takes some
+    10 s, mostly in its own process, while this one imports Prefect and checks the key."""
+    from fleet_data.tasks.settings import process_settings
+
+    if process_settings().prefect_server != "shared":
+        from .processes import launch_prefect_server
+
+        launch_prefect_server()
 
 
 def start_prefect(verbose: bool = False) -> None:

@@ -24,6 +24,7 @@ flow run is Prefect's engine, started by `fleet_data.flows.engine` with a death 
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import contextlib
 import ctypes
 import multiprocessing
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -122,16 +124,22 @@ def start_prefect_server(meanwhile: Callable[[], object] = lambda: None) -> str 
     None when Prefect has a server to talk to (PREFECT_API_URL) or no death signal exists here: Prefect then
     starts its own temporary server, as it always does. Call it from the main thread, before any flow runs.
     """
+    global _launched
     from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
+    launched, _launched = _launched, None
     if PREFECT_API_URL.value() or die_with_this_process() is None:
+        if launched:  # Prefect's profile names a server after all: the one started early is not wanted
+            stop_server(launched[0])
         meanwhile()
         return None
     timeout = float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
     for attempt in range(3):
-        # Its own session: a terminal's Ctrl-C reaches the command only (module docstring).
-        server, url = prefect_server_process(start_new_session=True)
-        atexit.register(stop_server, server)
+        if attempt == 0 and launched:
+            server, url = launched
+        else:  # Its own session: a terminal's Ctrl-C reaches the command only (module docstring).
+            server, url = prefect_server_process(start_new_session=True)
+            atexit.register(stop_server, server)
         if attempt == 0:
             meanwhile()
         if wait_for_health(server, url, timeout):
@@ -143,6 +151,20 @@ def start_prefect_server(meanwhile: Callable[[], object] = lambda: None) -> str 
     ended = "" if server.returncode is None else f" (it exited with code {server.returncode})"
     raise RuntimeError(f"Prefect's temporary server did not answer at {url} within {timeout:g} s{ended}; "
                        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS gives it longer")
+
+
+_launched: tuple[subprocess.Popen[bytes], str] | None = None  # started by launch_prefect_server, not yet taken
+
+
+def launch_prefect_server() -> None:
+    """Start the temporary server now, before this process imports Prefect (a second or more), for
+    `start_prefect_server` to take: both then start side by side. Nothing when PREFECT_API_URL is set, when no
+    death signal exists here, or when one was launched already. Call it from the main thread."""
+    global _launched
+    if _launched or os.environ.get("PREFECT_API_URL") or die_with_this_process() is None:
+        return
+    _launched = prefect_server_process(start_new_session=True, settings_here=False)
+    atexit.register(stop_server, _launched[0])
 
 
 def use_local_api(url: str) -> None:
@@ -162,22 +184,31 @@ def use_local_api(url: str) -> None:
 PORT_TAKEN = 3  # uvicorn's exit code when another process took the port between our probe and its bind
 
 
-def prefect_server_process(start_new_session: bool = False) -> tuple[subprocess.Popen[bytes], str]:
+def prefect_server_process(start_new_session: bool = False,
+                           settings_here: bool = True) -> tuple[subprocess.Popen[bytes], str]:
     """Prefect's API server, run as Prefect runs its temporary one (its command and environment, no UI), on a free
-    loopback port, SIGKILLed when this process dies; the process and its API URL. Not waited for."""
-    import prefect
-    from prefect.settings import get_current_settings
+    loopback port, SIGKILLed when this process dies; the process and its API URL. Not waited for.
 
+    `settings_here`: hand it this process's Prefect settings, as Prefect does (which imports Prefect here). Without,
+    it reads them where this process would, from the environment it inherits and the profile, and Prefect need not
+    be imported here first (`launch_prefect_server`).
+    """
     from fleet_data.tasks.control import signals
 
-    with signals.held():  # pydantic serializes the settings: a stop signal is raised after, not inside it
-        settings = get_current_settings().to_environment_variables(exclude_unset=True)
+    settings: dict[str, str] = {}
+    if settings_here:
+        from prefect.settings import get_current_settings
+
+        with signals.held():  # pydantic serializes the settings: a stop signal is raised after, not inside it
+            settings = get_current_settings().to_environment_variables(exclude_unset=True)
+    spec = importlib.util.find_spec("prefect")  # where it is installed, without importing it
+    assert spec is not None and spec.origin is not None
     with socket.socket() as probe:  # a free port; the server binds it a moment later
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory",
+        [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent), "--factory",
          "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
          "--lifespan", "on"],
         env={**os.environ, **server_env, **settings}, preexec_fn=die_with_this_process(),

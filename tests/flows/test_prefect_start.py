@@ -1,8 +1,8 @@
 """The command's own work overlaps Prefect's temporary server as it starts (some 10 s, mostly in the child).
 
-A real temporary server, started by `start_prefect_server` in a process of its own (no PREFECT_API_URL there):
-what it is given to do meanwhile runs once the server's process exists and before it answers, and the server then
-answers as the command's Prefect API.
+A real temporary server, started in a process of its own (no PREFECT_API_URL there): what `start_prefect_server`
+is given to do meanwhile runs once the server's process exists, and the server then answers as the command's
+Prefect API; one launched early (`launch_prefect_server`), before the command imports Prefect, is the one taken.
 """
 
 from __future__ import annotations
@@ -12,10 +12,26 @@ import os
 import subprocess
 import sys
 
-SCRIPT = r"""
+CHILDREN = r"""
 import json, os, sys
 from pathlib import Path
 
+
+def servers():
+    # This process's children that are Prefect's server: their pids.
+    me, found = str(os.getpid()), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = stat.read_text().rsplit(")", 1)[1].split()[1]
+            line = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError):
+            continue
+        if ppid == me and "uvicorn" in line and "prefect.server" in line:
+            found.append(stat.parent.name)
+    return found
+"""
+
+SCRIPT = CHILDREN + r"""
 import httpx
 
 from fleet_data.flows.processes import start_prefect_server
@@ -24,16 +40,7 @@ seen = {}
 
 
 def meanwhile():
-    me = str(os.getpid())
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = stat.read_text().rsplit(")", 1)[1].split()[1]
-        except (OSError, IndexError):
-            continue
-        if ppid == me:
-            children.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-    seen["children"] = children
+    seen["servers"] = servers()
     seen["calls"] = seen.get("calls", 0) + 1
     import fleet_data.flows.refresh  # what the command loads meanwhile
 
@@ -43,13 +50,33 @@ print(json.dumps({"url": url, "api": os.environ.get("PREFECT_API_URL"), **seen,
                   "health": httpx.get(f"{url}/health", timeout=10).status_code}))
 """
 
+EARLY = CHILDREN + r"""
+from fleet_data.flows.processes import launch_prefect_server, start_prefect_server
 
-def test_the_flows_load_while_the_temporary_server_starts(tmp_path):
+launch_prefect_server()
+seen = {"prefect imported": "prefect" in sys.modules, "launched": servers()}
+url = start_prefect_server()
+import httpx
+
+print(json.dumps({**seen, "taken": servers(), "url": url, "health": httpx.get(f"{url}/health", timeout=10).status_code}))
+"""
+
+
+def _run(script: str, tmp_path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "VDS_", "FLEET_"))}
     env |= {"PREFECT_HOME": str(tmp_path), "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    done = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen["calls"] == 1
-    assert any("uvicorn" in child and "prefect.server" in child for child in seen["children"]), seen["children"]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_flows_load_while_the_temporary_server_starts(tmp_path):
+    seen = _run(SCRIPT, tmp_path)
+    assert seen["calls"] == 1 and len(seen["servers"]) == 1, seen
     assert seen["url"] == seen["api"] and seen["health"] == 200
+
+
+def test_a_server_launched_before_prefect_is_imported_is_the_one_taken(tmp_path):
+    seen = _run(EARLY, tmp_path)
+    assert seen["prefect imported"] is False and len(seen["launched"]) == 1, seen
+    assert seen["taken"] == seen["launched"] and seen["health"] == 200, seen  # not a second server
