@@ -188,8 +188,8 @@ def _nobody_reads(previous: Path, target: Path) -> bool:
     """Whether `previous` may be written: not the published file itself (a publish cut between its hard link and its
     rename leaves both names on one file), not open in this process, and locked by no DuckDB anywhere (a DuckDB
     connection locks its file, a read-only one shared)."""
-    if fcntl is None or not Path("/proc/self/fd").is_dir():
-        return False  # this process's own descriptors cannot be told apart: copy in full, as before
+    if not _reuse_possible():
+        return False
     try:
         if target.exists() and os.path.samefile(previous, target):
             return False
@@ -212,9 +212,17 @@ def _nobody_reads(previous: Path, target: Path) -> bool:
     return True
 
 
+def _reuse_possible() -> bool:
+    """Whether a kept snapshot can be known unread: a lock to probe and this process's descriptors to look at (not
+    without /proc, as on macOS, nor on Windows: there every publish copies in full, and none is kept)."""
+    return fcntl is not None and Path("/proc/self/fd").is_dir()
+
+
 def _keep_as_previous(target: Path, previous: Path) -> None:
     """Keep the snapshot being replaced under a second name, for the next publish to bring up to date."""
     previous.unlink(missing_ok=True)
+    if not _reuse_possible():
+        return
     with contextlib.suppress(OSError):  # a file system without hard links: the next publish copies in full
         os.link(target, previous)
 

@@ -151,3 +151,16 @@ def test_a_kept_snapshot_of_another_layout_is_rewritten_whole(store, written):
     assert publish(store, db) is not None
     assert written == [db.stat().st_size]
     assert _digest(db) == _digest(Path(store.path))
+
+
+def test_where_a_reader_cannot_be_told_every_publish_copies_and_keeps_nothing(store, written, monkeypatch):
+    """Without /proc (macOS) or a lock to probe (Windows) a kept snapshot could not be known unread: none is kept,
+    so none takes disk for nothing, and each publish is a whole copy."""
+    store, db = store
+    monkeypatch.setattr(published_module, "_reuse_possible", lambda: False)
+    for n in range(3):
+        store.connection.execute("UPDATE readings SET s = $s WHERE i < 10", {"s": f"run {n}"}).fetchall()
+        assert publish(store, db) is not None
+        assert not previous_path(db).exists()
+        assert _digest(db) == _digest(Path(store.path))
+    assert written == []
