@@ -21,7 +21,7 @@ from fleet_data.flows.naming import as_flow_run, records_failure, run_name
 from fleet_data.flows.processes import die_with_parent_process
 
 from fleet_data.tasks.datasets import LiveNames, names
-from fleet_data.tasks.plan.due import Plan, declaration
+from fleet_data.tasks.plan.due import Plan, chunk_vin_ranges, declaration
 from fleet_data.tasks.settings import RefreshOptions
 from fleet_data.tasks.control.prefect_api import watched
 from fleet_data.tasks.control.resources import SERVICE_LOST, ResourceLost, halt, halted
@@ -53,6 +53,36 @@ def waits_for_history(dataset: str, lanes: dict[str, deque], fetching: set[str])
     return declaration(dataset).asks_mileage and (bool(lanes.get("history")) or "history" in fetching)
 
 
+class HistoryGate:
+    """Side by side, a valuation chunk starts once the history chunks that may hold its VINs have landed, not the
+    whole history: its rows then read the mileage of every vehicle they ask about from the history landed (as
+    `waits_for_history`, chunk by chunk), and the valuations fetch while the rest of the history lands."""
+
+    def __init__(self, plan: Plan, lanes: dict[str, deque]):
+        self.out: dict[int, tuple[str, str]] = {}  # history chunks not landed yet, by offset: their VIN range
+        self.ranges: dict[str, dict[int, tuple[str, str]]] = {}  # valuation chunks' VIN ranges, by offset
+        for dataset, chunks in lanes.items():
+            path = plan.datasets[dataset].path
+            if path is None or not (dataset == "history" or declaration(dataset).asks_mileage):
+                continue
+            ranges = dict(zip((offset for offset, _ in chunks), chunk_vin_ranges(path, list(chunks))))
+            if dataset == "history":
+                self.out = ranges
+            else:
+                self.ranges[dataset] = ranges
+
+    def waits(self, dataset: str, offset: int) -> bool:
+        """Whether `dataset`'s chunk at `offset` must wait: a history chunk not landed may hold one of its VINs."""
+        if not self.out or dataset not in self.ranges:
+            return False
+        low, high = self.ranges[dataset][offset]
+        return any(low <= last and first <= high for first, last in self.out.values())
+
+    def landed(self, dataset: str, offset: int) -> None:
+        if dataset == "history":
+            self.out.pop(offset, None)
+
+
 def fetch_side_by_side(lanes: dict[str, deque], summary: RunSummary, fetchers: Fetchers, plan: Plan,
                        concurrency: int) -> None:
     """Every dataset's chunks at once, two per dataset in flight, each dataset independent of the others.
@@ -64,33 +94,35 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: RunSummary, fetchers: F
     stopped they stay journalled for the next run instead, and a chunk not back by the stop's deadline is
     left (flows/inflight.py, docs/stopping.md).
     """
-    running: InFlight[tuple[str, int]] = InFlight(fetchers.run_id)
+    running: InFlight[tuple[str, int, int]] = InFlight(fetchers.run_id)  # (dataset, offset, length)
+    gate = HistoryGate(plan, lanes)
 
     def fill(dataset: str) -> None:
         counts, chunks = summary.datasets[dataset], lanes[dataset]
-        if waits_for_history(dataset, lanes, {d for d, _ in running.tags()}):
-            return
-        while chunks and sum(d == dataset for d, _ in running.tags()) < fetchers.chunks_in_flight:
-            offset, length = chunks.popleft()
-            if counts.stop_reason or _stopped(fetchers.run_id):
-                counts.leave_pending(length, _stopped(fetchers.run_id) or CANCELLED)
+        while chunks and sum(d == dataset for d, _, _ in running.tags()) < fetchers.chunks_in_flight:
+            if counts.stop_reason or _stopped(fetchers.run_id):  # stopped: every chunk left, waiting or not
+                counts.leave_pending(chunks.popleft()[1], _stopped(fetchers.run_id) or CANCELLED)
                 continue
+            if gate.waits(dataset, chunks[0][0]):
+                return
+            offset, length = chunks.popleft()
             future = fetchers.submit(dataset, plan.datasets[dataset].path, offset, length, concurrency, None)
-            running.add(future, (dataset, length))
+            running.add(future, (dataset, offset, length))
 
     for dataset in lanes:
         fill(dataset)
     while running:
         finished = running.next()
         if finished is None:  # stopped, and the deadline passed: what is still out is left to the next run
-            for dataset, length in running.leave():
+            for dataset, _, length in running.leave():
                 summary.leave_pending(dataset, length, CANCELLED)
             for dataset, chunks in lanes.items():  # and what never started is pending too, in the run's figures
                 while chunks:
                     summary.leave_pending(dataset, chunks.popleft()[1], _stopped(fetchers.run_id) or CANCELLED)
             return
         landing = []  # this chunk and every other back by now: they land in one transaction
-        for future, (dataset, length) in [finished, *running.ready()]:
+        offsets = []
+        for future, (dataset, offset, length) in [finished, *running.ready()]:
             staged = _staged(fetchers, future)
             if staged is None:  # a service lost under it: its journal stays where the next run finds it
                 summary.leave_pending(dataset, length, _stopped(fetchers.run_id) or CANCELLED)
@@ -98,10 +130,13 @@ def fetch_side_by_side(lanes: dict[str, deque], summary: RunSummary, fetchers: F
             summary.add_chunk(dataset, staged.outcome)
             fill(dataset)  # the next chunk fetches while this one lands
             landing.append((dataset, staged))
+            offsets.append((dataset, offset))
         if landing and not cancelled(fetchers.run_id):  # stopped: the answers stay journalled
             with service_lost(fetchers.run_id):  # not landed: the staged files stay for the next run
                 fetchers.land(landing)
-        for waiting in lanes:  # the history's last chunk landed: the valuations start (halted: left pending)
+                for dataset, offset in offsets:
+                    gate.landed(dataset, offset)
+        for waiting in lanes:  # history chunks landed: the valuations over their VINs start (halted: left pending)
             fill(waiting)
 
 

@@ -409,6 +409,12 @@ def read_slice(path: str, offset: int = 0, length: int | None = None) -> list[di
     return pl.scan_parquet(path).slice(offset, length).collect().to_dicts()
 
 
+def chunk_vin_ranges(path: str, chunks: list[tuple[int, int]]) -> list[tuple[str, str]]:
+    """Each chunk's (lowest, highest) VIN in a staged due list: which VINs a chunk may hold, whatever the order."""
+    vins = pl.read_parquet(path, columns=["vin"])["vin"]
+    return [(str(part.min()), str(part.max())) for part in (vins.slice(offset, length) for offset, length in chunks)]
+
+
 def read_vins(path: str) -> list[str]:
     """Only the VINs of a staged due list: a million-VIN recall check needs no dict per row."""
     return pl.read_parquet(path, columns=["vin"])["vin"].to_list()

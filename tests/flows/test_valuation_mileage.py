@@ -105,3 +105,15 @@ def test_a_revaluation_at_the_history_odometer_is_no_value_move(runs, read):
             "fleet_file", conflicts[vin], "history")
         assert before["mileage"] < after["mileage"] and after["retail"] < before["retail"]
     assert runs.again["changes"]["by_kind"].get("revaluation") == len(rows)
+
+
+def test_side_by_side_each_valuation_waits_for_its_own_history(runs, read):
+    """Without a budget the valuations start as the history chunks over their VINs land (flows/refresh.py
+    HistoryGate), not once the whole history has: every vehicle's history still answered before its valuation."""
+    run = runs.again["run_id"]
+    late = read(runs.apart, "SELECT count(*) FROM api_calls AS h JOIN api_calls AS v USING (vin) "
+                            "WHERE h.endpoint = '/history' AND v.endpoint = '/v2/marketvalue' "
+                            f"AND h.run_id = '{run}' AND v.run_id = '{run}' AND h.fetched_at > v.fetched_at")
+    assert late == [(0,)]
+    asked = read(runs.apart, f"SELECT count(*) FROM api_calls WHERE endpoint = '/v2/marketvalue' AND run_id = '{run}'")
+    assert asked == [(40,)]
