@@ -111,7 +111,7 @@ def _snapshot(read, db: str) -> dict[str, list]:
 def _same_as_uninterrupted(read, db: str, reference: str) -> None:
     """The resumed database holds what the uninterrupted run landed, table for table. One difference is by
     design: a valuation asks with the history's odometer when the fleet file's mileage is below it (view
-    vehicle_mileage), and the valuations start once the run's history has landed (flows/refresh.py). The
+    vehicle_mileage), and a valuation starts once the history over its VINs has landed (flows/refresh.py). The
     uninterrupted run had every history first, so asked with the odometer; a killed run may have asked a
     valuation while that vehicle's history was still unanswered (its call waiting out a Retry-After), so with
     the file's, and the resumed run keeps that fresh answer. Such a valuation must differ only that way: asked
