@@ -50,17 +50,9 @@ def _fsync(path: Path) -> None:
 def copy_open_file(source: int, target: Path) -> None:
     """Copy the file open at descriptor `source` into `target`, without opening the source by its name: a
     descriptor of DuckDB's file opened and closed here would drop DuckDB's lock on it (tasks/store/database.py)."""
-    size = os.fstat(source).st_size
     out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        done = 0
-        while done < size:
-            piece = os.pread(source, min(1 << 20, size - done), done)
-            if not piece:
-                break
-            while piece:
-                written = os.write(out, piece)
-                piece, done = piece[written:], done + written
+        _copy_range(source, out, 0, os.fstat(source).st_size)
     finally:
         os.close(out)
 
