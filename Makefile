@@ -27,15 +27,20 @@ install: $(DEV)
 
 $(RUNTIME): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
+	@# --no-deps: each lock holds every pin (uv wrote them), so pip installs them as they are. Resolving again,
+	@# pip 23 in hash mode refuses a dependency asked for with an extra (httpx[http2]) once a newer release of it
+	@# is out. pip check then says whether the lock missed one.
 	@# --no-compile: pip compiles one file at a time; $(COMPILE) below does it in parallel.
-	$(BIN)/python -m pip install --quiet --no-compile --require-hashes -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-compile --no-deps --require-hashes -r requirements.lock
 	@# The editable build prints a long, harmless setuptools notice: show it only if the install fails.
 	$(BIN)/python -m pip install --quiet --no-deps -e . 2>/dev/null || $(BIN)/python -m pip install --no-deps -e .
+	$(BIN)/python -m pip check
 	$(COMPILE)
 	touch $(RUNTIME)
 
 $(DEV): $(RUNTIME) requirements-dev.lock
-	$(BIN)/python -m pip install --quiet --require-hashes -r requirements-dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r requirements-dev.lock
+	$(BIN)/python -m pip check
 	$(COMPILE)
 	touch $(DEV)
 
@@ -65,7 +70,8 @@ docs: $(DOCS_VENV)/.installed
 
 $(DOCS_VENV)/.installed: requirements-docs.lock
 	$(PYTHON) -m venv $(DOCS_VENV)
-	$(DOCS_VENV)/bin/python -m pip install --quiet --no-compile --require-hashes -r requirements-docs.lock
+	$(DOCS_VENV)/bin/python -m pip install --quiet --no-compile --no-deps --require-hashes -r requirements-docs.lock
+	$(DOCS_VENV)/bin/python -m pip check
 	touch $@
 
 # Stock pyright with the repository's configuration ([tool.pyright]): every import resolves, `fleet_data`'s included
