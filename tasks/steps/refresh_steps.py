@@ -121,7 +121,7 @@ def finish(run: RunContext, summary: RunSummary, lake: str | None) -> tuple[dict
     # A refused one called nothing, but it is a run: the lake's runs and roster say so, as the database does.
     done = summary.status not in ("planned", "refused", "cancelled", "failed")
     if lake and (done or summary.status == "refused"):
-        db.export_parquet(lake)
+        db.export_parquet(lake, run_id=run_id)
     report = write_run_report(db, run.db, lake, run_id) if done else (None, None)  # recorded: the next one's period
     finished["report"] = str(report[0]) if report[0] else None
     finished["todo"] = str(todo_path(report[0])) if report[0] else None

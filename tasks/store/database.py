@@ -602,14 +602,17 @@ class Database:
             con.unregister("chunk")
 
     # -- export ------------------------------------------------------------------------------
-    def export_parquet(self, lake_dir: str | Path, tables: list[str] | None = None) -> dict[str, Path]:
+    def export_parquet(self, lake_dir: str | Path, tables: list[str] | None = None,
+                       run_id: str | None = None) -> dict[str, Path]:
         """Bring the Parquet lake up to date: every table and view (or those named), each in its folder.
 
-        Incremental (tasks/store/lake.py): only the files whose rows changed since the last export are written.
+        Incremental (tasks/store/lake.py): only the files whose rows changed since the last export are written;
+        after `run_id`, where the only change is rows of VINs it answered, those rows are added as files of their own.
         """
-        return self.export_lake(lake_dir, tables).tables
+        return self.export_lake(lake_dir, tables, run_id).tables
 
-    def export_lake(self, lake_dir: str | Path, names: list[str] | None = None) -> lake.LakeExport:
+    def export_lake(self, lake_dir: str | Path, names: list[str] | None = None,
+                    run_id: str | None = None) -> lake.LakeExport:
         """`export_parquet`, saying which files it wrote, removed and kept."""
         views = self.exported_views()
         for name in names or []:
@@ -627,7 +630,8 @@ class Database:
             else:
                 select = f'SELECT * FROM "{name}"'
             relations.append(lake.Relation(name, select, tuple(partitions)))
-        return lake.export(self.connection, self._lock, Path(lake_dir), relations)
+        appended = self.query("lake_vins_of_run", run_id=run_id) if run_id else None
+        return lake.export(self.connection, self._lock, Path(lake_dir), relations, appended)
 
     def exported_views(self) -> dict[str, list[str]]:
         """The views the lake holds, with their partition columns (by VIN bucket when they have a VIN)."""

@@ -188,3 +188,27 @@ def test_chunks_of_a_dataset_take_turns_so_concurrency_bounds_calls_in_flight(se
     assert result["status"] == "completed" and specs["found"] + specs["no_data"] == 36
     assert 2 <= sandbox.peak_in_flight() <= 3
     assert read(db_path, "SELECT count(*), count(DISTINCT vin) FROM api_calls WHERE endpoint = '/specs'") == [(36, 36)]
+
+
+def test_a_grown_fleet_adds_its_new_vehicles_to_the_lake_beside_what_was_there(service, fleet_file, db_path, tmp_path):
+    """A refresh of a fleet with new rows writes their answers into the lake as files of their own: the files the
+    first refresh wrote for the other vehicles stay as they were (tasks/store/lake.py), and the lake reads as the
+    database."""
+    import duckdb
+
+    service()
+    lake = tmp_path / "lake"
+    run(fleet_file(24), db_path, lake=str(lake), datasets=["specs"])
+    first = {p: p.stat().st_mtime_ns for p in (lake / "specs").rglob("*.parquet")}
+    run(fleet_file(40), db_path, lake=str(lake), datasets=["specs"])
+    added = [p for p in (lake / "specs").rglob("*.parquet") if p not in first]
+    had_files = {p.parent for p in first}
+    assert any(p.parent in had_files for p in added)  # 16 buckets: 16 new VINs fall in some that 24 filled
+    for path in added:  # beside a partition's file, or the first of a partition new to the lake
+        assert path.name == ("part-1.parquet" if path.parent in had_files else "part-0.parquet"), path
+    assert all(p.stat().st_mtime_ns == mtime for p, mtime in first.items())
+    in_lake = f"read_parquet('{lake}/specs/**/*.parquet')"
+    with duckdb.connect(db_path + ".working", read_only=True) as con:
+        stored = con.sql(f"SELECT vin, make FROM specs EXCEPT ALL SELECT vin, make FROM {in_lake}").fetchall()
+        ((stored_rows, lake_rows),) = con.sql(f"SELECT (SELECT count(*) FROM specs), (SELECT count(*) FROM {in_lake})").fetchall()
+    assert stored == [] and stored_rows == lake_rows

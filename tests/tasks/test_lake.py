@@ -240,3 +240,103 @@ def test_partitions_read_in_small_batches_are_whole(db, tmp_path, monkeypatch):
     land_run(db, "r2", T2, VINS[:20], make="Lincoln")
     db.export_lake(lake)
     assert_lake_equals_database(db, lake)
+
+
+def new_vins(db, count: int, in_bucket: int | None = None) -> list[str]:
+    """VINs not in the fixture's fleet (in one VIN bucket if asked)."""
+    found = []
+    for n in range(100, 10_000):
+        vin = f"1FTFW1E50KFB{n:05d}"
+        if in_bucket is None or bucket(db, vin) == in_bucket:
+            found.append(vin)
+        if len(found) == count:
+            return found
+    raise AssertionError("not enough VINs")
+
+
+def land_new_vehicles(db, run_id: str, at: datetime, vins: list[str]) -> None:
+    """A run that lists `vins` for the first time and answers everything for them."""
+    db.land("vehicles", pl.DataFrame({"vin": vins, "unit_number": [f"N{v[-5:]}" for v in vins],
+                                      "fleet": ["North"] * len(vins)}), run_id, fetched_at=at)
+    land_run(db, run_id, at, vins)
+
+
+def partition_files(lake: Path, table: str, vin: str, db) -> list[str]:
+    folder = lake / table / f"vin_bucket={bucket(db, vin)}"
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_new_vehicles_are_added_to_their_partitions_as_files_of_their_own(db, tmp_path):
+    """A run that answers VINs new to the store: in each partition where their rows are the only change, they go
+    into a file of their own and the partition's file stays as it was. A later change to a row already in the lake
+    writes the partition whole again, as one file, the added ones deleted first."""
+    lake = tmp_path / "lake"
+    db.export_lake(lake, run_id="r1")
+    before = lake_files(lake)
+    added = new_vins(db, 3)
+    land_new_vehicles(db, "r2", T2, added)
+
+    export = db.export_lake(lake, run_id="r2")
+    assert_lake_equals_database(db, lake)
+    after = lake_files(lake)
+    for vin in added:
+        for table in ("specs", "fetch_status", "vin_status", "vehicle_overview", "lien_theft_events"):
+            assert partition_files(lake, table, vin, db) == ["part-0.parquet", "part-1.parquet"], (table, vin)
+            file = f"{table}/vin_bucket={bucket(db, vin)}/part-0.parquet"
+            assert after[file] == before[file], file  # not written again
+    appended = [p for p in export.written if p.name == "part-1.parquet"]
+    assert {p.parent.parent.name for p in appended} >= {"specs", "vehicles", "vin_status", "vehicle_overview"}
+    assert export.kept == len(after) - len(export.written)
+
+    # The same export again: nothing written, the added files counted in their partitions.
+    again = db.export_lake(lake, run_id="r2")
+    assert again.written == [] and again.removed == [] and lake_files(lake) == after
+
+    # A row already in the lake changes: the partition is written whole, as one file.
+    land_run(db, "r3", T3, added[:1], make="Lincoln")
+    export = db.export_lake(lake, run_id="r3")
+    assert_lake_equals_database(db, lake)
+    assert partition_files(lake, "specs", added[0], db) == ["part-0.parquet"]
+    assert lake / "specs" / f"vin_bucket={bucket(db, added[0])}" / "part-1.parquet" in export.removed
+    assert pl.read_parquet(lake / "specs" / "**" / "*.parquet").filter(pl.col("make") == "Lincoln")["vin"].to_list() \
+        == added[:1]
+
+
+def test_without_the_run_every_changed_partition_is_written_whole(db, tmp_path):
+    lake = tmp_path / "lake"
+    db.export_lake(lake)
+    added = new_vins(db, 2)
+    land_new_vehicles(db, "r2", T2, added)
+    db.export_lake(lake)
+    assert_lake_equals_database(db, lake)
+    assert not list(lake.rglob("part-1.parquet"))
+
+
+def test_a_partition_holds_at_most_a_few_files(db, tmp_path):
+    """Each run adds a file to the same partition until it holds MOST_FILES; the next change writes it whole."""
+    from fleet_data.tasks.store.lake import MOST_FILES
+
+    lake = tmp_path / "lake"
+    db.export_lake(lake, run_id="r1")
+    target = bucket(db, VINS[0])
+    vins = new_vins(db, MOST_FILES, in_bucket=target)
+    for n, vin in enumerate(vins, start=2):
+        land_new_vehicles(db, f"r{n}", T2, [vin])
+        db.export_lake(lake, run_id=f"r{n}")
+        assert_lake_equals_database(db, lake)
+        files = partition_files(lake, "specs", vin, db)
+        assert len(files) == (n if n <= MOST_FILES else 1), (n, files)
+
+
+def test_rows_that_moved_are_not_appended_twice(db, tmp_path):
+    """A partition's sums decide: rows of an answered VIN that replace rows the partition holds (changed specs) are
+    not added as a file beside them (the old row would be read too): the partition is written whole."""
+    lake = tmp_path / "lake"
+    db.export_lake(lake, run_id="r1")
+    added = new_vins(db, 1)
+    land_new_vehicles(db, "r2", T2, added)
+    # One of the fixture's VINs is answered again in r2 with changed specs: its partition must not just grow.
+    land_run(db, "r2b", T2, VINS[:1], make="Lincoln")
+    db.export_lake(lake, run_id="r2b")
+    assert_lake_equals_database(db, lake)
+    assert partition_files(lake, "specs", VINS[0], db) == ["part-0.parquet"]
