@@ -144,6 +144,7 @@ def start_prefect_server(meanwhile: Callable[[], object] = lambda: None) -> str 
             meanwhile()
         if wait_for_health(server, url, timeout):
             use_local_api(url)
+            without_heartbeats()
             return url
         if server.returncode != PORT_TAKEN:
             break
@@ -179,6 +180,18 @@ def use_local_api(url: str) -> None:
     with signals.held():  # pydantic reads the settings again: a stop signal is raised after, not inside it
         refresh_global_settings_context()
     prefect_api.local_server_started(url)
+
+
+def without_heartbeats() -> None:
+    """No flow run heartbeats in this process: its temporary server ends with it, so no one is left to see a
+    heartbeat stop, and a flow run's end waits for the heartbeat thread's one-second sleep (0.5 s on average).
+    A profile or variable cannot say "none" (Prefect's setting takes 30 s or more), so the settings Prefect read
+    are changed here, after `use_local_api` read them again."""
+    import prefect.context as context
+
+    held = context.GLOBAL_SETTINGS_CONTEXT
+    flows = held.settings.flows.model_copy(update={"heartbeat_frequency": None})
+    context.GLOBAL_SETTINGS_CONTEXT = held.model_copy(update={"settings": held.settings.model_copy(update={"flows": flows})})
 
 
 PORT_TAKEN = 3  # uvicorn's exit code when another process took the port between our probe and its bind

@@ -80,3 +80,34 @@ def test_a_server_launched_before_prefect_is_imported_is_the_one_taken(tmp_path)
     seen = _run(EARLY, tmp_path)
     assert seen["prefect imported"] is False and len(seen["launched"]) == 1, seen
     assert seen["taken"] == seen["launched"] and seen["health"] == 200, seen  # not a second server
+
+
+HEARTBEATS = r"""
+import json, threading
+
+from fleet_data.flows.processes import start_prefect_server
+
+start_prefect_server()
+from prefect import flow
+
+
+def heartbeat_threads():
+    # Prefect's flow run heartbeat: a thread running `heartbeat_loop` (prefect/flow_engine.py _send_heartbeats).
+    return [t.name for t in threading.enumerate() if t.is_alive()
+            and any(getattr(arg, "__name__", "") == "heartbeat_loop" for arg in getattr(t, "_args", ()))]
+
+
+@flow
+def probe():
+    return heartbeat_threads()
+
+
+print(json.dumps({"during the flow": probe()}))
+"""
+
+
+def test_a_flow_run_on_the_temporary_server_sends_no_heartbeats(tmp_path):
+    """The temporary server ends with the command: no one is left to miss a heartbeat, and a flow run's end joined
+    the heartbeat thread through its one-second sleep (flows/processes.py `without_heartbeats`)."""
+    seen = _run(HEARTBEATS, tmp_path)
+    assert seen == {"during the flow": []}, seen
