@@ -631,7 +631,9 @@ class Database:
                 select = f'SELECT * FROM "{name}"'
             relations.append(lake.Relation(name, select, tuple(partitions)))
         appended = self.query("lake_vins_of_run", run_id=run_id) if run_id else None
-        return lake.export(self.connection, self._lock, Path(lake_dir), relations, appended)
+        # None answered (nothing was due): no new rows to look for, and no join with them in every fingerprint.
+        return lake.export(self.connection, self._lock, Path(lake_dir), relations,
+                           appended if appended is not None and appended.height else None)
 
     def exported_views(self) -> dict[str, list[str]]:
         """The views the lake holds, with their partition columns (by VIN bucket when they have a VIN)."""
