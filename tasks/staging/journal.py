@@ -430,6 +430,7 @@ def _read_records(path: Path, data: bytes) -> Journal:
     sent: dict[str, list[Any]] = {}
     at, end = len(_MAGIC), len(data)
     damage, torn = None, False
+    view = memoryview(data)  # records read in place: a body is copied once, into its row
     while at < end:
         frame = data[at:at + _FRAME.size]
         if len(frame) < _FRAME.size:
@@ -446,7 +447,7 @@ def _read_records(path: Path, data: bytes) -> Journal:
         if start + length > end:  # the header is sound, so its length is: the record was being written
             torn = True
             break
-        payload = data[start:start + length]
+        payload = view[start:start + length]
         if zlib.crc32(payload) != crc:
             damage = f"checksum mismatch in the record at byte {at} (of {end})"
             break
@@ -459,7 +460,7 @@ def _read_records(path: Path, data: bytes) -> Journal:
     return _records(path, meta, rows, sent, damage=damage, torn=torn)
 
 
-def _take(kind: int, payload: bytes, meta: dict[str, Any], rows: list, sent: dict[str, list[Any]]) -> None:
+def _take(kind: int, payload: memoryview, meta: dict[str, Any], rows: list, sent: dict[str, list[Any]]) -> None:
     if kind == _HEAD:
         meta.update(orjson.loads(payload))
     elif kind == _SENT:
