@@ -299,9 +299,6 @@ def start_prefect(verbose: bool = False) -> None:
 
     settings = process_settings()
 
-    def load_flows() -> None:
-        importlib.import_module("fleet_data.flows.refresh")  # Prefect's flow machinery: seconds more under load
-
     def start() -> None:
         if settings.prefect_server == "shared":  # one local server for many commands (flows/shared_prefect.py)
             use_shared_server(settings.prefect_idle_seconds)
@@ -323,6 +320,16 @@ def start_prefect(verbose: bool = False) -> None:
 
         with progress.still("starting Prefect"):
             start()
+
+
+def load_flows() -> None:
+    """Import the flows (Prefect's flow machinery, seconds more under load), a stop signal's `RunCancelled` deferred to
+    the end: raised inside the import, pydantic, building a model's validator, made it a SchemaError of its own, which
+    the command reported as a bug (the signal, sent as Prefect starts, lands while the flows load meanwhile)."""
+    from fleet_data.tasks.control import signals
+
+    with signals.held():
+        importlib.import_module("fleet_data.flows.refresh")
 
 
 class SaidOnce:

@@ -222,3 +222,44 @@ def test_a_signal_while_prefect_starts_ends_the_command_having_called_nothing(fa
     while not all(map(_gone, started)):
         assert time.monotonic() < deadline, [p.pid for p in started if not _gone(p)]
         time.sleep(0.2)
+
+
+LOADING = r"""
+import importlib, json, os, signal
+
+from fleet_data.flows import commands
+from fleet_data.tasks.control.signals import RunCancelled, cancel_on_signals
+
+seen = {}
+real = importlib.import_module
+
+
+def importing(name, *args, **kwargs):
+    if name == "fleet_data.flows.refresh":  # the stop signal lands while the flows load, as Prefect starts
+        os.kill(os.getpid(), signal.SIGTERM)
+        seen["loaded"] = real(name, *args, **kwargs).__name__
+        return importlib.sys.modules[name]
+    return real(name, *args, **kwargs)
+
+
+importlib.import_module = importing
+try:
+    with cancel_on_signals("run-1", started=False):
+        commands.load_flows()
+except RunCancelled as exc:
+    seen["cancelled"] = str(exc)
+print(json.dumps(seen))
+"""
+
+
+def test_a_signal_while_the_flows_load_cancels_after_the_import_not_inside_it(tmp_path):
+    """Raised inside the import, the signal's RunCancelled became pydantic's SchemaError (a model's validator was
+    being built), and the command said it was a bug: the flows load with the signal held (flows/commands.py)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "VDS_", "FLEET_"))}
+    env["PREFECT_HOME"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-c", LOADING], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen.get("loaded") == "fleet_data.flows.refresh", seen  # the import ran to its end
+    assert "SIGTERM before the run started" in seen.get("cancelled", ""), seen
+    assert "SIGTERM: stopping within seconds" in done.stderr
