@@ -256,7 +256,10 @@ def prefect_api_answers() -> None:
     """Raise CommandError (exit 2) when PREFECT_API_URL names a server that gives no answer at all: said in one
     line, before anything is called or recorded, instead of Prefect's retries and a traceback. Any HTTP answer
     counts (Prefect Cloud asks for its key): only a server that is not there is refused."""
-    from prefect.settings import PREFECT_API_URL
+    from fleet_data.tasks.control import signals
+
+    with signals.held():  # the command's first import of Prefect: its pydantic models, as in `load_flows`
+        from prefect.settings import PREFECT_API_URL
 
     url = PREFECT_API_URL.value()
     if not url:

@@ -225,41 +225,60 @@ def test_a_signal_while_prefect_starts_ends_the_command_having_called_nothing(fa
 
 
 LOADING = r"""
-import importlib, json, os, signal
+import builtins, importlib, json, os, signal, sys
 
 from fleet_data.flows import commands
 from fleet_data.tasks.control.signals import RunCancelled, cancel_on_signals
 
+STEP, MODULE = sys.argv[1], sys.argv[2]
 seen = {}
-real = importlib.import_module
+real_module, real_import = importlib.import_module, builtins.__import__
 
 
-def importing(name, *args, **kwargs):
-    if name == "fleet_data.flows.refresh":  # the stop signal lands while the flows load, as Prefect starts
-        os.kill(os.getpid(), signal.SIGTERM)
-        seen["loaded"] = real(name, *args, **kwargs).__name__
-        return importlib.sys.modules[name]
-    return real(name, *args, **kwargs)
+def signalled(load, name, *args, **kwargs):
+    # The stop signal lands as the module starts loading (as Prefect starts, or as the command first imports it).
+    if "signalled" in seen:
+        return load(name, *args, **kwargs)
+    seen["signalled"] = True
+    os.kill(os.getpid(), signal.SIGTERM)
+    loaded = load(name, *args, **kwargs)
+    seen["loaded"] = name
+    return loaded
 
 
-importlib.import_module = importing
+def import_module(name, *args, **kwargs):  # how `load_flows` imports
+    return (signalled(real_module, name, *args, **kwargs) if name == MODULE
+            else real_module(name, *args, **kwargs))
+
+
+def import_statement(name, *args, **kwargs):  # `from prefect.settings import ...`
+    return (signalled(real_import, name, *args, **kwargs) if name == MODULE and MODULE not in sys.modules
+            else real_import(name, *args, **kwargs))
+
+
+importlib.import_module, builtins.__import__ = import_module, import_statement
 try:
     with cancel_on_signals("run-1", started=False):
-        commands.load_flows()
+        getattr(commands, STEP)()
 except RunCancelled as exc:
     seen["cancelled"] = str(exc)
+builtins.__import__ = real_import
 print(json.dumps(seen))
 """
 
 
-def test_a_signal_while_the_flows_load_cancels_after_the_import_not_inside_it(tmp_path):
+@pytest.mark.parametrize(("step", "module"), [("load_flows", "fleet_data.flows.refresh"),
+                                              ("prefect_api_answers", "prefect.settings")])
+def test_a_signal_while_prefect_loads_cancels_after_the_import_not_inside_it(tmp_path, step, module):
     """Raised inside the import, the signal's RunCancelled became pydantic's SchemaError (a model's validator was
-    being built), and the command said it was a bug: the flows load with the signal held (flows/commands.py)."""
+    being built), and the command said it was a bug: Prefect and the flows load with the signal held
+    (flows/commands.py `load_flows`, `prefect_api_answers`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API", "VDS_", "FLEET_"))}
     env["PREFECT_HOME"] = str(tmp_path)
-    done = subprocess.run([sys.executable, "-c", LOADING], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", LOADING, step, module], env=env, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert seen.get("loaded") == "fleet_data.flows.refresh", seen  # the import ran to its end
+    assert seen.get("loaded") == module, seen  # the import ran to its end
     assert "SIGTERM before the run started" in seen.get("cancelled", ""), seen
     assert "SIGTERM: stopping within seconds" in done.stderr
