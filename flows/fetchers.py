@@ -81,6 +81,8 @@ class Fetchers:
 
     def __enter__(self) -> "Fetchers":
         self._access = FetchAccess.of_this_process(self.staging.fetch_target(), self.retry_window)
+        if self.dask or self.workers:
+            self._access = self._access.model_copy(update={"elsewhere": True})
         if self.dask:
             self._access = self._access.model_copy(update={  # a lost worker's task runs elsewhere; a stop reaches them
                 "copies": True, "stop_event": remote_stop.name(self.run_id)})

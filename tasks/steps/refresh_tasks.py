@@ -221,6 +221,7 @@ class FetchAccess(BaseModel):
     # object storage it stages on, for that re-run to read (tasks/staging/mirror.py).
     copies: bool = False
     stop_event: str | None = None  # on a Dask cluster: the Event the flow sets when the run stops (tasks/control/remote_stop.py)
+    elsewhere: bool = False  # runs outside the flow's process (`--workers`, `--dask`): sends its log lines itself
 
     @classmethod
     def of_this_process(cls, staging: str, retry_window: float | None) -> "FetchAccess":
@@ -387,7 +388,17 @@ def fetch_staged_chunk(run_id: str, dataset: str, rows: ChunkRows, offset: int, 
         staged, result, earlier = fetch_to_stage(run_id, dataset, rows.rows, concurrency, budget_left, access, offset)
     outcome = chunk_outcome(result)
     get_run_logger().info("%s %d+%d: %s", dataset, offset, length, fields(outcome))
+    if access.elsewhere:
+        _send_logs()
     return StagedChunk(outcome, staged, earlier, os.getpid())
+
+
+def _send_logs() -> None:
+    """Send this process's Prefect log lines now, before the chunk's result reaches the flow. Its log worker sends
+    them every 2 s; the flow may end sooner, and the temporary server with it: a Dask worker's lines were lost."""
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=5)
 
 
 @task(name="fetch-chunk", task_run_name="{dataset} {offset}+{length}", **TASK)
