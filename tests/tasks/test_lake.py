@@ -328,7 +328,7 @@ def test_a_partition_holds_at_most_a_few_files(db, tmp_path):
         assert len(files) == (n if n <= MOST_FILES else 1), (n, files)
 
 
-def test_rows_that_moved_are_not_appended_twice(db, tmp_path):
+def test_an_answered_vins_changed_row_is_not_appended_beside_its_old_one(db, tmp_path):
     """A partition's sums decide: rows of an answered VIN that replace rows the partition holds (changed specs) are
     not added as a file beside them (the old row would be read too): the partition is written whole."""
     lake = tmp_path / "lake"
