@@ -144,7 +144,6 @@ def start_prefect_server(meanwhile: Callable[[], object] = lambda: None) -> str 
             meanwhile()
         if wait_for_health(server, url, timeout):
             use_local_api(url)
-            without_heartbeats()
             return url
         if server.returncode != PORT_TAKEN:
             break
@@ -171,7 +170,7 @@ def launch_prefect_server() -> None:
 def use_local_api(url: str) -> None:
     """Make `url`, a Prefect server this command started or joined (here, flows/shared_prefect.py), the Prefect API
     of this process and of the processes it starts: PREFECT_API_URL, read again by Prefect (which reads its
-    settings once, at import)."""
+    settings once, at import). Its flow runs send no heartbeats (`without_heartbeats`)."""
     from prefect.context import refresh_global_settings_context
 
     from fleet_data.tasks.control import prefect_api, signals
@@ -179,14 +178,16 @@ def use_local_api(url: str) -> None:
     os.environ["PREFECT_API_URL"] = url
     with signals.held():  # pydantic reads the settings again: a stop signal is raised after, not inside it
         refresh_global_settings_context()
+    without_heartbeats()
     prefect_api.local_server_started(url)
 
 
 def without_heartbeats() -> None:
-    """No flow run heartbeats in this process: its temporary server ends with it, so no one is left to see a
-    heartbeat stop, and a flow run's end waits for the heartbeat thread's one-second sleep (0.5 s on average).
-    A profile or variable cannot say "none" (Prefect's setting takes 30 s or more), so the settings Prefect read
-    are changed here, after `use_local_api` read them again."""
+    """No flow run heartbeats in this process, on the local server it started or joined: nobody watches them there
+    (the temporary server ends with the command; the shared one has no UI nor automation, and stops once unused),
+    and a flow run's end waits for the heartbeat thread's one-second sleep (0.5 s on average).
+    A profile or variable cannot say "none" (Prefect's setting takes 30 s or more), so the settings Prefect has read
+    are changed here (`use_local_api` calls this once it had them read again)."""
     import prefect.context as context
 
     held = context.GLOBAL_SETTINGS_CONTEXT
