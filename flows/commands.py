@@ -304,8 +304,7 @@ def start_prefect(verbose: bool = False) -> None:
 
     def start() -> None:
         if settings.prefect_server == "shared":  # one local server for many commands (flows/shared_prefect.py)
-            use_shared_server(settings.prefect_idle_seconds)
-            load_flows()
+            use_shared_server(settings.prefect_idle_seconds, meanwhile=load_flows)  # loaded while one starts
         else:
             start_prefect_server(meanwhile=load_flows)  # loaded while the server starts
 

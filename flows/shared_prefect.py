@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 FOLDER = "fleet-server"
 POLL_SECONDS = 1.0
@@ -45,13 +45,15 @@ def folder() -> Path:
     return Path(PREFECT_HOME.value()) / FOLDER
 
 
-def join(idle: float, timeout: float) -> str:
-    """The API URL of the shared server, started if none answers; this process keeps it until it exits."""
+def join(idle: float, timeout: float, meanwhile: Callable[[], object] = lambda: None) -> str:
+    """The API URL of the shared server, started if none answers; this process keeps it until it exits.
+    `meanwhile` runs once: while the server starts, or after joining one that runs."""
     where = folder()
+    started = False
     with _locked(where):
         state = _state(where)
         if state is None or not _same_software(state) or not _answering(state):
-            state = _start(where, idle, timeout)
+            state, started = _start(where, idle, timeout, meanwhile), True
             # A process that outlives the command: said once, where the command says what it does.
             print(f"started Prefect's shared server (pid {state['pid']}, log {where / 'server.log'}): the next "
                   f"commands reuse it; it stops after {idle:g} s unused (FLEET_PREFECT_SERVER=temporary: a server "
@@ -60,19 +62,23 @@ def join(idle: float, timeout: float) -> str:
         lease.parent.mkdir(exist_ok=True)
         lease.write_text(json.dumps({"started": started_at(os.getpid()), "server": state["pid"]}), encoding="utf-8")
         atexit.register(lease.unlink, missing_ok=True)
+    if not started:
+        meanwhile()
     return str(state["url"])
 
 
-def use_shared_server(idle: float) -> str | None:
+def use_shared_server(idle: float, meanwhile: Callable[[], object] = lambda: None) -> str | None:
     """Join the shared server and make it this process's Prefect API (PREFECT_API_URL, for its children too).
-    None when Prefect has a server to talk to already (PREFECT_API_URL). Call it before any flow runs."""
+    None when Prefect has a server to talk to already (PREFECT_API_URL). Call it before any flow runs.
+    `meanwhile` runs once, while a server starts if this command starts one (the command loads its flows then)."""
     from prefect.settings import PREFECT_API_URL, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
     from .processes import use_local_api
 
     if PREFECT_API_URL.value():
+        meanwhile()
         return None
-    url = join(idle, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
+    url = join(idle, float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()), meanwhile)
     use_local_api(url)
     return url
 
@@ -126,8 +132,8 @@ def _answering(state: dict[str, Any]) -> bool:
         return False
 
 
-def _start(where: Path, idle: float, timeout: float) -> dict[str, Any]:
-    """Start a supervisor and wait until its server answers (it then writes server.json)."""
+def _start(where: Path, idle: float, timeout: float, meanwhile: Callable[[], object]) -> dict[str, Any]:
+    """Start a supervisor, run `meanwhile`, and wait until its server answers (it then writes server.json)."""
     (where / "server.json").unlink(missing_ok=True)
     with open(where / "server.log", "ab") as log:
         # Its own session and no inherited output: a terminal's Ctrl-C does not stop it, and whoever reads the
@@ -137,6 +143,7 @@ def _start(where: Path, idle: float, timeout: float) -> dict[str, Any]:
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                  env=_without_secrets(os.environ))
     _spawned.append(child)  # not collected (and warned about) while this process runs
+    meanwhile()
     deadline = time.monotonic() + timeout + 5
     while time.monotonic() < deadline:
         state = _state(where)

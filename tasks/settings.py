@@ -536,11 +536,12 @@ class ProcessSettings(BaseSettings):
         description="megabytes set aside beside the working store while a run runs, freed the moment a write "
                     "finds the disk full, so the answers already paid for still reach the disk")] = DEFAULT_RESERVE_MB
     prefect_server: Annotated[Literal["temporary", "shared"], Field(
-        description="the Prefect server a command without PREFECT_API_URL uses: `temporary`, one it starts and "
-                    "stops (10-15 s per command); `shared`, one local server the first command starts and the next "
-                    "ones reuse, stopped once no command has used it for FLEET_PREFECT_IDLE_SECONDS")] = "temporary"
+        description="the Prefect server a command without PREFECT_API_URL uses: `shared`, one local server the "
+                    "first command starts and the next ones reuse, stopped once no command has used it for "
+                    "FLEET_PREFECT_IDLE_SECONDS; `temporary`, one of its own it starts and stops (3-10 s more per "
+                    "command)")] = "shared"
     prefect_idle_seconds: Annotated[float, BeforeValidator(lambda v: number(v, least=0, example="600")), Field(
-        description="how long the shared Prefect server (FLEET_PREFECT_SERVER=shared) waits with no command "
+        description="how long the shared Prefect server (FLEET_PREFECT_SERVER) waits with no command "
                     "using it before it stops")] = DEFAULT_PREFECT_IDLE_SECONDS
     failpoint: Annotated[str, Field(description="crash tests only: NAME[:N] freezes the Nth pass of "
                                                 "failpoint(NAME) (tasks/control/failpoints.py)")] = ""

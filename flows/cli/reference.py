@@ -215,10 +215,10 @@ def configuration_page() -> str:
         "<!-- environment:end -->", "",
         "## Prefect's variables", "",
         "| Variable | What `fleet` does with it |", "|---|---|",
-        "| `PREFECT_API_URL` | a Prefect server to report to; unset, each command that runs a flow starts a temporary "
-        "one of its own, which ends with it, or with `FLEET_PREFECT_SERVER=shared` joins the one local server "
-        "its commands share (started by the first, stopped once unused for `FLEET_PREFECT_IDLE_SECONDS`; its files "
-        "in `$PREFECT_HOME/fleet-server/`) |",
+        "| `PREFECT_API_URL` | a Prefect server to report to; unset, each command that runs a flow joins the one "
+        "local server its commands share (started by the first, stopped once unused for "
+        "`FLEET_PREFECT_IDLE_SECONDS`; its files in `$PREFECT_HOME/fleet-server/`), or with "
+        "`FLEET_PREFECT_SERVER=temporary` starts one of its own, which ends with it |",
         "| `PREFECT_HOME` | Prefect's folder (default `~/.prefect`): its database, and the shared server's files |",
         "| `DO_NOT_TRACK`, `PREFECT_SERVER_ANALYTICS_ENABLED` | set to `1` and `false` wherever `fleet` runs Prefect, "
         "unless already set: no telemetry |",

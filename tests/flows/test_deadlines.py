@@ -52,7 +52,7 @@ def sandbox():
 def _env(sandbox: Sandbox, key: str, home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_API_URL", "VDS_", "FLEET_"))}
     return env | {"PYTHONPATH": str(ROOT), "PREFECT_HOME": str(home), "VDS_BASE_URL": sandbox.url,
-                  "VDS_API_KEY": key, **extra}
+                  "VDS_API_KEY": key, "FLEET_PREFECT_SERVER": "temporary", **extra}
 
 
 def _start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:

@@ -162,7 +162,8 @@ def test_a_lake_partition_folder_the_run_cannot_write_is_refused_before_any_call
     done = subprocess.run(
         [*prefix, sys.executable, "-m", "fleet_data.flows.cli", "refresh", str(fleet),
          "--db", str(tmp_path / "fleet.duckdb"), "--lake", str(lake)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env | {"PYTHONPATH": str(ROOT)},
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env=env | {"PYTHONPATH": str(ROOT), "FLEET_PREFECT_SERVER": "temporary"},
     )  # fmt: skip
     if prefix and "mount" in done.stderr and done.returncode != 2:
         pytest.skip(f"cannot mount read-only here: {done.stderr.strip()[:200]}")

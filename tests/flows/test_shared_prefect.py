@@ -171,3 +171,38 @@ def test_a_flow_run_on_the_shared_server_sends_no_heartbeats(sandbox, home):
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"during the flow": []}
+
+
+def test_the_shared_server_is_the_default(sandbox, fleet, home, tmp_path):
+    env = _env(sandbox, home)
+    del env["FLEET_PREFECT_SERVER"]
+    said = _refresh(fleet, tmp_path / "one.duckdb", env)
+    assert f"started Prefect's shared server (pid {_server(home)['pid']}" in said
+
+
+MEANWHILE = r"""
+import json, sys
+
+from fleet_data.flows.shared_prefect import folder, use_shared_server
+
+seen = []
+
+
+def meanwhile():
+    # Whether the server had answered yet (it writes server.json once it does).
+    seen.append((folder() / "server.json").exists())
+
+
+use_shared_server(float(sys.argv[1]), meanwhile=meanwhile)
+print(json.dumps(seen))
+"""
+
+
+def test_a_command_loads_its_flows_while_the_shared_server_it_started_starts(sandbox, home):
+    """What the command does meanwhile (load its flows, 1.4 s of CPU) runs once, before the server it started
+    answers; joining a server that runs, it runs once too."""
+    env = _env(sandbox, home)
+    runs = [subprocess.run([sys.executable, "-c", MEANWHILE, str(IDLE)], env=env, capture_output=True, text=True,
+                           timeout=300, check=False) for _ in range(2)]
+    assert all(done.returncode == 0 for done in runs), [done.stderr[-2000:] for done in runs]
+    assert [json.loads(done.stdout.strip().splitlines()[-1]) for done in runs] == [[False], [True]]
