@@ -133,7 +133,7 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
             # --dask, once the cluster is known to work: one that cannot is refused before any call). Not for a plan
             # --max-units refuses: that calls nothing.
             check = preview.summary["status"] != "refused"
-            launch_prefect()  # Prefect's temporary server starts now, beside what follows, before it is needed
+            launch_prefect()  # Prefect's server starts now, beside what follows, before it is needed
             prefect_api_answers()  # a standing Prefect server named and down: one line now, before any call
             with service_settings() as service:
                 if (refused := _start_calling(service, check, run_id, fleet, args, options)) is not None:
@@ -279,11 +279,19 @@ def prefect_api_answers() -> None:
 
 
 def launch_prefect() -> None:
-    """Start Prefect's temporary server unless the shared one is used (`start_prefect` then takes it): it takes some
-    10 s, mostly in its own process, while this one imports Prefect and checks the key."""
+    """Start Prefect's server now, the shared one unless FLEET_PREFECT_SERVER=temporary (`start_prefect` then takes
+    it): it takes some 3-10 s, mostly in its own process, while this one imports Prefect and checks the key."""
+    import os
+
     from fleet_data.tasks.settings import process_settings
 
-    if process_settings().prefect_server != "shared":
+    settings = process_settings()
+    if settings.prefect_server == "shared":
+        from .shared_prefect import launch
+
+        timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90"))  # flows/cli sets it
+        launch(settings.prefect_idle_seconds, timeout)
+    else:
         from .processes import launch_prefect_server
 
         launch_prefect_server()

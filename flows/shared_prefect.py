@@ -1,18 +1,22 @@
-"""One local Prefect server shared by the commands of this user (FLEET_PREFECT_SERVER=shared).
+"""One local Prefect server shared by the commands of this user (FLEET_PREFECT_SERVER=shared, the default).
 
-Without PREFECT_API_URL a command starts Prefect's temporary server, 10-15 s of its wall time, and stops it when it
-ends (flows/processes.py). Shared, the first command that needs Prefect starts a server and the next ones reuse it:
+Without PREFECT_API_URL a command would start Prefect's temporary server, 3-10 s of its wall time, and stop it when
+it ends (flows/processes.py, FLEET_PREFECT_SERVER=temporary). Shared, the first command that needs Prefect starts a
+server and the next ones reuse it:
 
 - The server is a supervisor process (`python -m fleet_data.flows.shared_prefect`, in a session of its own, its
   output in a log) and Prefect's own uvicorn server, its child, which dies with it (death signal). Their folder,
   `<PREFECT_HOME>/fleet-server/`, holds `server.json` (the supervisor's pid and start time, the URL, the Prefect
   and Python it runs), `lock`, `leases/` and `server.log`.
-- A command joins under the lock: a server that answers `/health` and runs this Prefect and this Python is
-  reused, else one is started (the command waits for it as for the temporary one). The command then leaves a
+- A command launches one early (`launch`, before it imports Prefect and checks the key) unless one answers or is
+  starting (`starting.json` names a supervisor until its server answers). It joins under the lock: a server that
+  answers `/health` and runs this Prefect and this Python is reused, else the one starting is waited for, else one
+  is started (the command loads its flows meanwhile, as beside the temporary one). The command then leaves a
   lease, `leases/<pid>`, removed when it exits; a command killed outright leaves one naming a process gone.
 - Every second the supervisor counts the live leases, under the lock: none for FLEET_PREFECT_IDLE_SECONDS, it
   stops, so a command joining at that moment either finds it still there (and its lease keeps it) or starts a
-  new one. SIGTERM stops it at once.
+  new one. The command that started it gone before any lease (its key refused, or killed), it stops at once;
+  SIGTERM too.
 
 The command then makes the server its Prefect API (PREFECT_API_URL, set in the process: flows/processes.py says
 why), so its flows, the watch of a lost server and Dask workers work as they do with the temporary server.
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 FOLDER = "fleet-server"
+STARTING = "starting.json"  # a supervisor started, its server not answering yet
 POLL_SECONDS = 1.0
 HEALTH_SECONDS = 5.0  # a server that does not answer /health in this long is not reused (a busy one answers in less)
 
@@ -45,24 +50,41 @@ def folder() -> Path:
     return Path(PREFECT_HOME.value()) / FOLDER
 
 
+def launch(idle: float, timeout: float) -> None:
+    """Start the shared server now, before this process imports Prefect (a second or more), unless one answers or
+    is starting, or PREFECT_API_URL names a server: `join` then waits for it, and the command's own work overlaps
+    its start. One never joined (the key refused) stops once this process is gone (`serve`). From the main thread."""
+    if os.environ.get("PREFECT_API_URL"):
+        return
+    where = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser() / FOLDER  # Prefect's, unimported
+    with _locked(where):
+        state = _state(where)
+        if (state is not None and _same_software(state) and _answering(state)) or _starting(where) is not None:
+            return
+        _spawn(where, idle, timeout)
+
+
 def join(idle: float, timeout: float, meanwhile: Callable[[], object] = lambda: None) -> str:
-    """The API URL of the shared server, started if none answers; this process keeps it until it exits.
-    `meanwhile` runs once: while the server starts, or after joining one that runs."""
+    """The API URL of the shared server, started if none answers (or the one starting awaited); this process keeps
+    it until it exits. `meanwhile` runs once: while the server starts, or after joining one that runs."""
     where = folder()
-    started = False
+    waited = False
     with _locked(where):
         state = _state(where)
         if state is None or not _same_software(state) or not _answering(state):
-            state, started = _start(where, idle, timeout, meanwhile), True
-            # A process that outlives the command: said once, where the command says what it does.
-            print(f"started Prefect's shared server (pid {state['pid']}, log {where / 'server.log'}): the next "
-                  f"commands reuse it; it stops after {idle:g} s unused (FLEET_PREFECT_SERVER=temporary: a server "
-                  "per command instead)", file=sys.stderr, flush=True)
+            starting = _starting(where) or _spawn(where, idle, timeout)
+            meanwhile()
+            state, waited = _wait(where, starting, timeout), True
+            if starting["pid"] in {child.pid for child in _spawned}:
+                # A process that outlives the command: said once, where the command says what it does.
+                print(f"started Prefect's shared server (pid {state['pid']}, log {where / 'server.log'}): the next "
+                      f"commands reuse it; it stops after {idle:g} s unused (FLEET_PREFECT_SERVER=temporary: a "
+                      "server per command instead)", file=sys.stderr, flush=True)
         lease = where / "leases" / str(os.getpid())
         lease.parent.mkdir(exist_ok=True)
         lease.write_text(json.dumps({"started": started_at(os.getpid()), "server": state["pid"]}), encoding="utf-8")
         atexit.register(lease.unlink, missing_ok=True)
-    if not started:
+    if not waited:
         meanwhile()
     return str(state["url"])
 
@@ -112,9 +134,9 @@ def _state(where: Path) -> dict[str, Any] | None:
 
 
 def _software() -> dict[str, str]:
-    import prefect
+    from importlib.metadata import version  # not Prefect itself: `launch` runs before the command imports it
 
-    return {"prefect": prefect.__version__, "python": sys.executable}
+    return {"prefect": version("prefect"), "python": sys.executable}
 
 
 def _same_software(state: dict[str, Any]) -> bool:
@@ -132,29 +154,51 @@ def _answering(state: dict[str, Any]) -> bool:
         return False
 
 
-def _start(where: Path, idle: float, timeout: float, meanwhile: Callable[[], object]) -> dict[str, Any]:
-    """Start a supervisor, run `meanwhile`, and wait until its server answers (it then writes server.json)."""
+def _spawn(where: Path, idle: float, timeout: float) -> dict[str, Any]:
+    """Start a supervisor, not waiting for it; `STARTING` names it until its server answers (then server.json)."""
     (where / "server.json").unlink(missing_ok=True)
     with open(where / "server.log", "ab") as log:
         # Its own session and no inherited output: a terminal's Ctrl-C does not stop it, and whoever reads the
         # command's output (a pipe, CI) is not kept waiting on it.
         child = subprocess.Popen([sys.executable, "-m", "fleet_data.flows.shared_prefect", "--folder", str(where),
-                                  "--idle", f"{idle:g}", "--timeout", f"{timeout:g}"],
+                                  "--idle", f"{idle:g}", "--timeout", f"{timeout:g}",
+                                  "--starter", f"{os.getpid()}:{started_at(os.getpid())}"],
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                  env=_without_secrets(os.environ))
     _spawned.append(child)  # not collected (and warned about) while this process runs
-    meanwhile()
+    starting = {"pid": child.pid, "started": started_at(child.pid), **_software()}
+    (where / STARTING).write_text(json.dumps(starting), encoding="utf-8")
+    return starting
+
+
+def _starting(where: Path) -> dict[str, Any] | None:
+    """The supervisor starting, if one is alive and runs this Prefect and this Python."""
+    try:
+        starting = json.loads((where / STARTING).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    alive = isinstance(starting, dict) and started_at(int(starting.get("pid", 0))) == starting.get("started")
+    return starting if alive and _same_software(starting) else None
+
+
+def _wait(where: Path, starting: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """The state of the server `starting` names, once it answers (its supervisor writes server.json then)."""
+    pid = int(starting["pid"])
     deadline = time.monotonic() + timeout + 5
     while time.monotonic() < deadline:
         state = _state(where)
-        if state is not None and state["pid"] == child.pid:
+        if state is not None and state["pid"] == pid:
             return state
-        if child.poll() is not None:
-            raise RuntimeError(f"the shared Prefect server stopped as it started (exit code {child.returncode}); "
-                               f"its log: {where / 'server.log'}")
+        if started_at(pid) != starting["started"] or _reaped(pid):
+            raise RuntimeError(f"the shared Prefect server stopped as it started; its log: {where / 'server.log'}")
         time.sleep(0.1)
-    child.kill()
+    os.kill(pid, signal.SIGKILL)
     raise RuntimeError(f"the shared Prefect server did not answer within {timeout:g} s; its log: {where / 'server.log'}")
+
+
+def _reaped(pid: int) -> bool:
+    """Whether a supervisor this process started has exited (a zombie still has its /proc entry)."""
+    return any(child.pid == pid and child.poll() is not None for child in _spawned)
 
 
 _spawned: list[subprocess.Popen[bytes]] = []
@@ -171,8 +215,10 @@ def _without_secrets(environment: Mapping[str, str]) -> dict[str, str]:
 
 # -- the supervisor ---------------------------------------------------------------------------------------------
 
-def serve(where: Path, idle: float, timeout: float) -> int:
-    """Run Prefect's server until no command has used it for `idle` seconds (or SIGTERM); 0 when it stopped so."""
+def serve(where: Path, idle: float, timeout: float, starter: str = "") -> int:
+    """Run Prefect's server until no command has used it for `idle` seconds (or SIGTERM); 0 when it stopped so.
+    `starter` (`pid:start time`): the command that started it; gone before any command used it (its key refused, or
+    killed), the server stops at once rather than after `idle`."""
     from .processes import prefect_server_process, stop_server, wait_for_health
 
     stop = _stop_on_signals()
@@ -185,19 +231,25 @@ def serve(where: Path, idle: float, timeout: float) -> int:
     partial = where / "server.json.tmp"
     partial.write_text(json.dumps(mine), encoding="utf-8")
     os.replace(partial, where / "server.json")
+    with _locked(where):  # no longer starting: a server that stops answering is not waited for
+        if (_starting(where) or {}).get("pid") == os.getpid():
+            (where / STARTING).unlink(missing_ok=True)
     print(f"serving Prefect at {url}; stops after {idle:g} s unused", file=sys.stderr, flush=True)
-    used = time.monotonic()
+    used, leased = time.monotonic(), False
+    pid, _, since = starter.partition(":")
     code = 0
     while True:
         time.sleep(POLL_SECONDS)
-        with _locked(where):
+        with _locked(where):  # a command takes its lease under the lock: it is seen here, or sees this one gone
             if server.poll() is not None:
                 code = 1
                 print(f"Prefect's server exited with code {server.returncode}", file=sys.stderr, flush=True)
             elif _live_leases(where, os.getpid()):
-                used = time.monotonic()
+                used, leased = time.monotonic(), True
                 if not stop:
                     continue
+            elif not leased and pid and started_at(int(pid)) != since:
+                print("stopping: the command that started it ended before using it", file=sys.stderr, flush=True)
             elif not stop and time.monotonic() - used < idle:
                 continue
             if _state(where) == mine:  # not a newer server's (one started while this one did not answer)
@@ -237,8 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--folder", type=Path, required=True)
     parser.add_argument("--idle", type=float, required=True)
     parser.add_argument("--timeout", type=float, required=True)
+    parser.add_argument("--starter", default="", help="PID:START_TIME of the command that started it")
     args = parser.parse_args(argv)
-    return serve(args.folder, args.idle, args.timeout)
+    return serve(args.folder, args.idle, args.timeout, args.starter)
 
 
 if __name__ == "__main__":

@@ -206,3 +206,44 @@ def test_a_command_loads_its_flows_while_the_shared_server_it_started_starts(san
                            timeout=300, check=False) for _ in range(2)]
     assert all(done.returncode == 0 for done in runs), [done.stderr[-2000:] for done in runs]
     assert [json.loads(done.stdout.strip().splitlines()[-1]) for done in runs] == [[False], [True]]
+
+
+LAUNCHED = r"""
+import json, sys
+
+from fleet_data.flows.shared_prefect import STARTING, folder, launch, use_shared_server
+
+launch(float(sys.argv[1]), 90)
+launched = json.loads((folder() / STARTING).read_text())["pid"]
+if sys.argv[2] == "join":
+    use_shared_server(float(sys.argv[1]))
+    print(json.dumps({"launched": launched, "joined": json.loads((folder() / "server.json").read_text())["pid"]}))
+else:
+    print(json.dumps({"launched": launched}))
+"""
+
+
+def _supervisors(home: Path) -> list[int]:
+    return [p.pid for p in psutil.process_iter(["cmdline"])
+            if "fleet_data.flows.shared_prefect" in (p.info["cmdline"] or []) and str(home) in " ".join(p.info["cmdline"])]
+
+
+def test_a_command_joins_the_server_it_launched_before_loading_prefect(sandbox, home):
+    """`launch` starts the server before the command imports Prefect and checks the key; `join` then waits for that
+    one, not a second."""
+    done = subprocess.run([sys.executable, "-c", LAUNCHED, str(IDLE), "join"], env=_env(sandbox, home),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["joined"] == seen["launched"] and _supervisors(home) == [seen["launched"]]
+
+
+def test_a_server_launched_and_never_joined_stops_once_its_command_is_gone(sandbox, home):
+    """A refused key ends the command before it joins: the server it launched stops then, not ten minutes later."""
+    env = _env(sandbox, home) | {"FLEET_PREFECT_IDLE_SECONDS": "600"}
+    done = subprocess.run([sys.executable, "-c", LAUNCHED, "600", "leave"], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    launched = json.loads(done.stdout.strip().splitlines()[-1])["launched"]
+    assert _gone(launched, 120), "the server launched for nobody still runs"
+    assert not (home / "fleet-server" / "server.json").exists()
