@@ -222,7 +222,7 @@ def serve(where: Path, idle: float, timeout: float, starter: str = "") -> int:
     from .processes import prefect_server_process, stop_server, wait_for_health
 
     stop = _stop_on_signals()
-    server, url = prefect_server_process()
+    server, url = prefect_server_process(settings_here=False)  # its settings are this process's: Prefect not imported
     mine = {"pid": os.getpid(), "started": started_at(os.getpid()), "url": url, **_software()}
     if not wait_for_health(server, url, timeout):
         server.kill()
