@@ -281,16 +281,13 @@ def prefect_api_answers() -> None:
 def launch_prefect() -> None:
     """Start Prefect's server now, the shared one unless FLEET_PREFECT_SERVER=temporary (`start_prefect` then takes
     it): it takes some 3-10 s, mostly in its own process, while this one imports Prefect and checks the key."""
-    import os
-
     from fleet_data.tasks.settings import process_settings
 
     settings = process_settings()
     if settings.prefect_server == "shared":
         from .shared_prefect import launch
 
-        timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90"))  # flows/cli sets it
-        launch(settings.prefect_idle_seconds, timeout)
+        launch(settings.prefect_idle_seconds)
     else:
         from .processes import launch_prefect_server
 

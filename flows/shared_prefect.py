@@ -12,7 +12,7 @@ server and the next ones reuse it:
   starting (`starting.json` names a supervisor until its server answers). It joins under the lock: a server that
   answers `/health` and runs this Prefect and this Python is reused, else the one starting is waited for, else one
   is started (the command loads its flows meanwhile, as beside the temporary one). The command then leaves a
-  lease, `leases/<pid>`, removed when it exits; a command killed outright leaves one naming a process gone.
+  lease, `leases/<pid>`, which names a process gone once it exits (the supervisor removes it then).
 - Every second the supervisor counts the live leases, under the lock: none for FLEET_PREFECT_IDLE_SECONDS, it
   stops, so a command joining at that moment either finds it still there (and its lease keeps it) or starts a
   new one. The command that started it gone before any lease (its key refused, or killed), it stops at once;
@@ -25,7 +25,6 @@ why), so its flows, the watch of a lost server and Dask workers work as they do 
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
 import fcntl
 import json
@@ -50,13 +49,15 @@ def folder() -> Path:
     return Path(PREFECT_HOME.value()) / FOLDER
 
 
-def launch(idle: float, timeout: float) -> None:
+def launch(idle: float) -> None:
     """Start the shared server now, before this process imports Prefect (a second or more), unless one answers or
     is starting, or PREFECT_API_URL names a server: `join` then waits for it, and the command's own work overlaps
     its start. One never joined (the key refused) stops once this process is gone (`serve`). From the main thread."""
     if os.environ.get("PREFECT_API_URL"):
         return
-    where = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser() / FOLDER  # Prefect's, unimported
+    # Prefect's settings, read as Prefect would without importing it (flows/cli sets the timeout unless set).
+    where = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser() / FOLDER
+    timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or 90)
     with _locked(where):
         state = _state(where)
         if (state is not None and _same_software(state) and _answering(state)) or _starting(where) is not None:
@@ -82,8 +83,9 @@ def join(idle: float, timeout: float, meanwhile: Callable[[], object] = lambda: 
                       "server per command instead)", file=sys.stderr, flush=True)
         lease = where / "leases" / str(os.getpid())
         lease.parent.mkdir(exist_ok=True)
+        # Left when this process ends: the supervisor removes it then, having seen that a command used the server
+        # (one that ended between two of its looks too).
         lease.write_text(json.dumps({"started": started_at(os.getpid()), "server": state["pid"]}), encoding="utf-8")
-        atexit.register(lease.unlink, missing_ok=True)
     if not waited:
         meanwhile()
     return str(state["url"])
@@ -244,9 +246,13 @@ def serve(where: Path, idle: float, timeout: float, starter: str = "") -> int:
             if server.poll() is not None:
                 code = 1
                 print(f"Prefect's server exited with code {server.returncode}", file=sys.stderr, flush=True)
-            elif _live_leases(where, os.getpid()):
+            elif live := _live_leases(where, os.getpid()):
                 used, leased = time.monotonic(), True
                 if not stop:
+                    continue
+            elif live is None:  # used and left since the last look
+                leased = True
+                if not stop and time.monotonic() - used < idle:
                     continue
             elif not leased and pid and started_at(int(pid)) != since:
                 print("stopping: the command that started it ended before using it", file=sys.stderr, flush=True)
@@ -267,9 +273,10 @@ def _stop_on_signals() -> list[int]:
     return received
 
 
-def _live_leases(where: Path, server: int) -> int:
-    """How many commands alive hold a lease on `server`; the leases of commands gone are removed."""
-    live = 0
+def _live_leases(where: Path, server: int) -> int | None:
+    """How many commands alive hold a lease on `server`: None when none does but one did (a command that joined
+    and ended between two looks). The leases of commands gone are removed."""
+    live, held_once = 0, False
     for lease in (where / "leases").glob("*"):
         try:
             held = json.loads(lease.read_text(encoding="utf-8"))
@@ -278,9 +285,10 @@ def _live_leases(where: Path, server: int) -> int:
             alive, held = False, {}
         if not alive:
             lease.unlink(missing_ok=True)
+            held_once = held_once or held.get("server") == server
         elif held.get("server") == server:
             live += 1
-    return live
+    return None if not live and held_once else live
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -182,6 +182,8 @@ def refreshed(bin_dir, cluster, sandbox, s3, tmp_path_factory) -> dict:
     sample_rows(VINS).write_csv(folder / "fleet.csv")
     env = _clean_env(folder / "home") | {
         "VDS_API_KEY": KEY, "VDS_BASE_URL": sandbox.url, "PREFECT_HOME": str(folder / "prefect"),
+        # A Prefect server of its own, which ends with the command (the shared one would outlive the test).
+        "FLEET_PREFECT_SERVER": "temporary",
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "150", "AWS_ENDPOINT_URL": s3[0],
         "AWS_ACCESS_KEY_ID": AWS_KEY_ID, "AWS_SECRET_ACCESS_KEY": AWS_SECRET, "AWS_DEFAULT_REGION": "us-east-1"}
     roots = [cluster["scheduler"].pid, cluster["worker"].pid]

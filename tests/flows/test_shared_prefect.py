@@ -213,7 +213,7 @@ import json, sys
 
 from fleet_data.flows.shared_prefect import STARTING, folder, launch, use_shared_server
 
-launch(float(sys.argv[1]), 90)
+launch(float(sys.argv[1]))
 launched = json.loads((folder() / STARTING).read_text())["pid"]
 if sys.argv[2] == "join":
     use_shared_server(float(sys.argv[1]))
