@@ -159,14 +159,17 @@ def _answering(state: dict[str, Any]) -> bool:
 def _spawn(where: Path, idle: float, timeout: float) -> dict[str, Any]:
     """Start a supervisor, not waiting for it; `STARTING` names it until its server answers (then server.json)."""
     (where / "server.json").unlink(missing_ok=True)
+    where = where.resolve()
     with open(where / "server.log", "ab") as log:
         # Its own session and no inherited output: a terminal's Ctrl-C does not stop it, and whoever reads the
-        # command's output (a pipe, CI) is not kept waiting on it.
+        # command's output (a pipe, CI) is not kept waiting on it. Its own folder, not the command's, which may
+        # be deleted under it (Prefect's server imports from its working folder as it goes), and so its Prefect
+        # home named whole.
         child = subprocess.Popen([sys.executable, "-m", "fleet_data.flows.shared_prefect", "--folder", str(where),
                                   "--idle", f"{idle:g}", "--timeout", f"{timeout:g}",
                                   "--starter", f"{os.getpid()}:{started_at(os.getpid())}"],
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                 env=_without_secrets(os.environ))
+                                 cwd=where, env=_without_secrets(os.environ) | {"PREFECT_HOME": str(where.parent)})
     _spawned.append(child)  # not collected (and warned about) while this process runs
     starting = {"pid": child.pid, "started": started_at(child.pid), **_software()}
     (where / STARTING).write_text(json.dumps(starting), encoding="utf-8")

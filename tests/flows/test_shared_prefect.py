@@ -247,3 +247,28 @@ def test_a_server_launched_and_never_joined_stops_once_its_command_is_gone(sandb
     launched = json.loads(done.stdout.strip().splitlines()[-1])["launched"]
     assert _gone(launched, 120), "the server launched for nobody still runs"
     assert not (home / "fleet-server" / "server.json").exists()
+
+
+GONE_FOLDER = r"""
+import json, os, sys
+
+from fleet_data.flows.shared_prefect import launch, use_shared_server
+
+launch(float(sys.argv[1]))
+os.rmdir(os.getcwd())  # the command's folder removed while the server it launched starts (a scratch folder)
+print(json.dumps({"url": use_shared_server(float(sys.argv[1]))}))
+"""
+
+
+def test_the_shared_server_outlives_the_folder_its_command_ran_in(sandbox, home, tmp_path):
+    """It runs in its own folder: started from a scratch folder deleted afterwards, Prefect's server failed as it
+    imported its next module (the folder was on its import path)."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    done = subprocess.run([sys.executable, "-c", GONE_FOLDER, str(IDLE)], cwd=scratch, env=_env(sandbox, home),
+                          capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    url = json.loads(done.stdout.strip().splitlines()[-1])["url"]
+    assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+    assert _server(home)["url"] == url
