@@ -78,7 +78,9 @@ def test_the_summary_fleet_status_and_the_view_agree_on_every_count(faulty):
         assert from_summary == {k: view[dataset][k] for k in STATUSES}, dataset
         assert view[dataset]["never_asked"] == 0, dataset  # a first run planned every VIN it applies to
     details, detailed = summary["recall_details"], view["recall_details"]
-    assert details["due"] and details["pending"] + details["failed"]  # the campaign lookups met faults too
+    # Due, and at 30% faults they mostly meet some: which concurrent call a seeded fault hits varies with timing
+    # (CI once saw all ten answered). Met or not, the counts below must agree.
+    assert details["due"]
     assert {"answered": details["by_vin"] + details["by_model"], "failed": details["failed"],
             "pending": details["pending"]} == {"answered": detailed["answered"] + detailed["no_data"],
                                                "failed": detailed["failed"], "pending": detailed["pending"]}
