@@ -56,8 +56,8 @@ def _connection() -> duckdb.DuckDBPyConnection:
         # allocator keeps freed memory for the next query; the settings are the process's): with a connection per
         # fetch thread and 5,000-answer chunks, a 10,000 x 3 run peaked at 1,885-1,893 MiB, and 1,429-1,489 MiB with it.
         # But what the JSON functions free at once (their parse arenas, reset per vector) is kept up to 32 MB: handed
-        # back past 8 MB, it was faulted in again at the next vector, 1.25 million page faults in that run and 1.6 s
-        # of system CPU; kept, 0.7 million, 1.3 s less CPU in all, for a peak of 1,750-1,980 MiB.
+        # back past 8 MB, it was faulted in again at the next vector, 1.25 million page faults in that run; kept,
+        # 0.7 million, 1.6 s less system CPU and 1.3 s less in all, for a peak of 1,690-1,980 MiB (docs/scale.md).
         con.execute("SET allocator_flush_threshold = '8MB'")
         con.execute("SET allocator_bulk_deallocation_flush_threshold = '32MB'")
         for statement in _read("_macros.sql"):
