@@ -5,6 +5,8 @@ Messages quoted by the spec are copied word for word; the ones the spec leaves
 """
 from __future__ import annotations
 
+from http import HTTPStatus
+
 # Authentication and plan gates.
 MISSING_KEY = "Missing API key"
 UNKNOWN_KEY = "User with this API key was not found or the API key is disabled"
@@ -125,8 +127,9 @@ class ApiError(Exception):
 
 
 def upstream_error(status: int, message: str | None = None) -> ApiError:
-    """The catalog's upstream failures: 502/503/504 are retryable and say when to come back."""
-    message = message or UPSTREAM_BY_STATUS[status]
+    """The catalog's upstream failures: 502/503/504 are retryable and say when to come back. Another status (a fault
+    set to refuse, say 400) answers with its HTTP reason phrase."""
+    message = message or UPSTREAM_BY_STATUS.get(status) or HTTPStatus(status).phrase
     if status in (502, 503, 504):
         return ApiError(status, message, retryable=True, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     return ApiError(status, message)

@@ -38,6 +38,9 @@ def test_fault_bodies_and_retry_after(sandbox, http):
     sandbox.set_faults(FaultConfig(rate=1.0, statuses=[502], omit_retry_after=True))
     response = get(http, "/v1/recalls", vin=VIN)
     assert response.json()["message"] == "Could not fetch data" and "Retry-After" not in response.headers
+    sandbox.set_faults(FaultConfig(rate=1.0, statuses=[400]))  # a status the catalog has no message for
+    response = get(http, "/v1/recalls", vin=VIN)
+    assert response.status_code == 400 and response.json() == {"success": False, "message": "Bad Request"}
 
 
 def test_faulted_calls_are_counted_and_not_billed(sandbox, http):
