@@ -101,6 +101,14 @@ class AsyncVehicleDataClient(BaseClient):
         answer = await self.request("recalls-batch-results", {"batchId": batch_id}, batch_token=batch_token)
         return m.BatchResults.from_payload(answer.body, "recalls-batch-results")
 
+    async def recalls_batch_results_raw(self, batch_id: str, *, batch_token: str | None = None) -> tuple[m.BatchJob, bytes]:
+        """A finished batch's job, and its whole answer as the bytes sent (redacted): the results are the caller's
+        to read (a pipeline shreds them in SQL, never a model per VIN)."""
+        answer = await self.request("recalls-batch-results", {"batchId": batch_id}, batch_token=batch_token, raw=True)
+        head = m.BatchResultsHead.from_payload(answer.body, "recalls-batch-results")
+        assert answer.raw is not None  # a JSON answer always comes with its bytes when asked `raw`
+        return head.data.job, answer.raw
+
     async def download_recalls_batch(self, batch_id: str, *, batch_token: str | None = None) -> list[m.BatchResultItem]:
         answer = await self.request("recalls-batch-download", {"batchId": batch_id}, batch_token=batch_token)
         return m.parse_batch_csv(answer.body)

@@ -10,6 +10,7 @@ from .recalls import (
     BatchJob,
     BatchResultItem,
     BatchResults,
+    BatchResultsHead,
     BatchStatus,
     BatchStatusResult,
     BatchSubmitted,
@@ -21,7 +22,7 @@ from .recalls import (
 from .specs import InternationalDecodeResult, SpecsResult
 
 __all__ = [
-    "BatchJob", "BatchResultItem", "BatchResults", "BatchStatus", "BatchStatusResult",
+    "BatchJob", "BatchResultItem", "BatchResults", "BatchResultsHead", "BatchStatus", "BatchStatusResult",
     "BatchSubmitted", "GROUP_NAMES", "HistoryReport", "Image", "ImageResult",
     "InternationalDecodeResult", "LegacyPlateDecode", "LienTheftEvent", "LienTheftResult",
     "MarketValue", "MarketValueV1", "ObdCode", "Owner", "OwnershipResult", "OwnershipSearch",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 from enum import Enum
+from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
@@ -133,6 +134,18 @@ class BatchResultsData(ServiceModel):
 
 class BatchResults(Result):
     data: BatchResultsData
+
+
+class BatchResultsHeadData(ServiceModel):
+    job: BatchJob
+    results: list[Any] = Field(default_factory=list)  # a list, its items left as sent
+
+
+class BatchResultsHead(Result):
+    """`/v1/recalls-batch/results` read for its job alone: the items are left to whoever stores the answer (a
+    pipeline shreds them in SQL, never a model per VIN)."""
+
+    data: BatchResultsHeadData
 
 
 def parse_batch_csv(text: str) -> list[BatchResultItem]:

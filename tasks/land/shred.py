@@ -14,9 +14,11 @@ same function on the same rows.
 
 from __future__ import annotations
 
+import json
 import threading
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -39,6 +41,16 @@ BOOKKEEPING = ("fetch_status", "failures", "api_calls", "raw_responses")
 # already recorded as fresh): its failures and raw answers are the dataset's, its freshness is not its own.
 FAILURE_DATASET: Mapping[str, str] = Live(lambda: {d.fetched_as: d.name for d in REGISTRY.values()
                                                    if d.fetched_as != d.name})
+
+# Answers about no single VIN, each shredded by its own statements (table -> file): a recall batch's results (one
+# answer, a row per VIN it lists) and a model's campaign listing (staged once per VIN it settled).
+BATCH_RESULTS = {"recall_checks": SHRED_DIR / "recall_batch" / "recall_checks.sql",
+                 "fetch_status": SHRED_DIR / "recall_batch" / "fetch_status.sql",
+                 "raw_responses": SHRED_DIR / "_raw_answer.sql"}
+MODEL_LISTING = {"recalls": SHRED_DIR / "recalls.sql", "recall_checks": SHRED_DIR / "recalls_by_model" / "recall_checks.sql",
+                 "raw_responses": SHRED_DIR / "_raw_answer.sql"}
+# What a statement binds unless told otherwise: campaigns a VIN's own lookup listed.
+DEFAULTS: Mapping[str, Any] = {"matched_by": "vin"}
 
 _local = threading.local()
 
@@ -67,12 +79,15 @@ def _connection() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _select(table: str) -> str:
-    selects: dict[str, str] = _local.selects
-    if table not in selects:
-        path = SHRED_DIR / f"_{table}.sql" if table in BOOKKEEPING else _shred_file(table)
-        selects[table] = _statements(path.read_text(encoding="utf-8"))[0]
-    return selects[table]
+def _select(path: Path) -> str:
+    selects: dict[Path, str] = _local.selects
+    if path not in selects:
+        selects[path] = _statements(path.read_text(encoding="utf-8"))[0]
+    return selects[path]
+
+
+def _table_file(table: str) -> Path:
+    return SHRED_DIR / f"_{table}.sql" if table in BOOKKEEPING else _shred_file(table)
 
 
 def _shred_file(table: str) -> Path:
@@ -113,22 +128,54 @@ def shred_tables(answers: pa.Table, tables: Iterable[str], params: Mapping[str, 
     `params`: what the bookkeeping statements bind (`dataset`, `endpoint`). `lossless`: JSON columns as
     `arrow.json` (DuckDB's type kept), else as plain strings (what polars reads).
     """
+    return _shred(answers, {table: _table_file(table) for table in tables}, params, lossless=lossless)
+
+
+def _shred(answers: pa.Table, files: Mapping[str, Path], params: Mapping[str, Any] | None, *,
+           lossless: bool) -> dict[str, pa.Table]:
     con = _connection()
     con.register("answers", answers)
     if lossless:
         con.execute("SET arrow_lossless_conversion = true")
+    bound = {**DEFAULTS, **(params or {})}
     try:
         for statement in _read("_answers.sql"):
             con.execute(statement)
         out = {}
-        for table in tables:
-            select = _select(table)
-            out[table] = con.sql(select, params=_bind(select, dict(params or {})) or None).to_arrow_table()
+        for table, path in files.items():
+            select = _select(path)
+            out[table] = con.sql(select, params=_bind(select, bound) or None).to_arrow_table()
         return out
     finally:
         con.execute("DROP TABLE IF EXISTS staged_found")  # the bodies' copy goes with the landing
         con.execute("RESET arrow_lossless_conversion")
         con.unregister("answers")
+
+
+def shred_batch_results(body: bytes | str, batch_id: str, at: datetime, *, lossless: bool = True) -> dict[str, pa.Table]:
+    """A recall batch's results answer (the bytes sent, redacted; or its stored text) -> its VINs' recall checks, their
+    freshness and the answer's raw row, ready to land as they are (`lossless`: as `shred_tables`)."""
+    params = {"dataset": "recalls", "endpoint": ENDPOINTS["recalls-batch-results"].path, "batch_id": batch_id,
+              "request": json.dumps({"batchId": batch_id})}
+    return _shred(_answer([None], body, at), BATCH_RESULTS, params, lossless=lossless)
+
+
+def shred_model_listing(body: bytes, vins: Sequence[str], request: Mapping[str, Any], at: datetime, *,
+                        lossless: bool = True) -> dict[str, pa.Table]:
+    """A model's campaign listing (the bytes sent, redacted) -> its campaigns and a recall check for each of `vins`
+    (those it settled), and the answer's raw row, ready to land as they are. `request`: the year, make and model."""
+    params = {"dataset": "recalls", "endpoint": ENDPOINTS["recalls-ymm"].path, "batch_id": None,
+              "request": json.dumps(dict(request), default=str), "matched_by": "model"}
+    return _shred(_answer(vins, body, at), MODEL_LISTING, params, lossless=lossless)
+
+
+def _answer(vins: Sequence[str | None], body: bytes | str, at: datetime) -> pa.Table:
+    """One answer staged as the journal stages a VIN's (tasks/staging/journal.py), once per VIN it is given to."""
+    data = body.encode() if isinstance(body, str) else bytes(body)
+    n = len(vins)
+    return pa.table({"vin": pa.array(vins, pa.string()), "outcome": pa.array(["found"] * n, pa.string()),
+                     "answered_at": pa.array([at] * n, pa.timestamp("us", tz="UTC")),
+                     "request": pa.nulls(n, pa.string()), "body": pa.array([data] * n, pa.binary())})
 
 
 def shred_file(dataset: str, path: Path) -> dict[str, pa.Table]:

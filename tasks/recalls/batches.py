@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import polars as pl
+import pyarrow as pa
 
 from fleet_data.connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord
 from fleet_data.connectors.calls import CallIntent
@@ -42,7 +43,7 @@ from fleet_data.tasks.control.calls import Calls
 from fleet_data.tasks.fetch.scheduler import Job, Scheduler
 from fleet_data.tasks.control.stops import STOPPING_ERRORS, Pass
 from fleet_data.tasks.control.failpoints import failpoint
-from fleet_data.tasks.land.landing import fetch_status_frame
+from fleet_data.tasks.land.shred import shred_batch_results
 from fleet_data.tasks.staging.journal import BATCH_CALLS, AnswerJournal
 from fleet_data.tasks.store.database import Database
 from fleet_data.tasks.settings import MAX_BATCH_VINS  # the spec's limit per recalls batch, declared with the option
@@ -362,47 +363,48 @@ class _Steps:
         if done.status.has_results or done.status is BatchStatus.FAILED:
             self._next(batch, "results")
         else:
-            self._land(batch, done, [])
+            self._land(batch, done, None)
 
     async def _results(self, batch: _Batch) -> None:
         assert batch.job is not None
-        done, items = batch.job, []
+        done, answer = batch.job, None
         try:
-            results = await self.client.recalls_batch_results(done.batchId)
-            items, done = results.data.results, results.data.job.model_copy(update={"status_text": done.status_text})
+            # The job read, the results left in the answer's bytes: they are shredded in SQL as they land.
+            job, answer = await self.client.recalls_batch_results_raw(done.batchId)
+            done = job.model_copy(update={"status_text": done.status_text})
         except STOPPING_ERRORS as exc:
             self._pending(batch, self.stops.refuse(API, exc))
             return
         except e.VehicleDataError:
             pass  # landed without results: its VINs fail (retryable) and are due again next run
-        self._land(batch, done, items)
+        self._land(batch, done, answer)
 
-    def _land(self, batch: _Batch, done: BatchJob, items: list[Any]) -> None:
-        """Land a batch's results with the ledger's final status."""
+    def _land(self, batch: _Batch, done: BatchJob, answer: bytes | None) -> None:
+        """Land a batch's results (its answer's bytes, None when it gave none) with the ledger's final status."""
         at = _now()
         batch_id = done.batchId or (batch.job.batchId if batch.job else "")
-        seen = {i.vin for i in items}
+        shredded = shred_batch_results(answer, batch_id, at) if answer is not None else {}
+        checks = shredded.get("recall_checks")
+        seen = set(checks.column("vin").to_pylist()) if checks is not None else set()
         missing = [v for v in dict.fromkeys(batch.vins) if v not in seen]
         failures = [{"vin": v, "dataset": "recalls", "status": None,
                      "message": f"batch {batch_id} ended {done.status_text} without a result for this VIN",
                      "retryable": True, "attempts": 1, "fetched_at": at, "endpoint": ENDPOINTS["recalls-batch-results"].path}
                     for v in missing]
-        frames = {
-            "recall_checks": staging.recall_checks_from_batch(items, batch_id, at),
-            "fetch_status": fetch_status_frame("recalls", [(i.vin, at) for i in items], []),
+        # The checks before the bookkeeping, as a chunk lands (the change feed compares with what is landed); no raw
+        # answer when the results call gave none.
+        calls = staging.api_calls_frame(batch.calls.take())
+        frames: dict[str, pl.DataFrame | pa.Table] = {
+            **{table: rows for table, rows in shredded.items() if table != "raw_responses"},
             "failures": staging.failures_frame(failures),
             "recall_batches": _ledger_row(done, batch_id=batch_id, status=done.status_text or done.status.value,
-                                          completed_at=done.completedAt or at, processed_vins=len(items)),
-            "api_calls": staging.api_calls_frame(batch.calls.take()),
-            "raw_responses": staging.raw_responses_frame([{
-                "dataset": "recalls", "vin": None, "batch_id": batch_id, "endpoint": ENDPOINTS["recalls-batch-results"].path,
-                "request_params": {"batchId": batch_id}, "status": 200,
-                "body": {"job": done.model_dump(mode="json", exclude={"batchToken"}), "results": [i.model_dump() for i in items]},
-                "fetched_at": at}]),
+                                          completed_at=done.completedAt or at, processed_vins=len(seen)),
+            "api_calls": calls,
+            **({"raw_responses": shredded["raw_responses"]} if shredded else {}),
         }
-        _count_calls(frames["api_calls"], self.outcome)
+        _count_calls(calls, self.outcome)
         self.db.land_chunk(frames, self.run_id)
-        self.outcome.checked += len(items)
+        self.outcome.checked += len(seen)
         self.outcome.failed += len(missing)
         Path(batch.chunk).unlink(missing_ok=True)  # landed: the ledger no longer needs the VIN list
         self._done(batch)

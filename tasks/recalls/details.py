@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import polars as pl
+import pyarrow as pa
 
 from fleet_data.connectors import ENDPOINTS, AsyncVehicleDataClient, CallRecord
 from fleet_data.connectors import errors as e
+from fleet_data.connectors import models as m
 
 from fleet_data.tasks.land import frames as staging
 from fleet_data.tasks.fetch.enrich import MAX_UNITS, fetch_chunk
@@ -30,6 +32,7 @@ from fleet_data.tasks.control.calls import Calls
 from fleet_data.tasks.staging.chunk import ChunkResult
 from fleet_data.tasks.staging.journal import AnswerJournal
 from fleet_data.tasks.land.landing import land_enrichment
+from fleet_data.tasks.land.shred import shred_model_listing
 from fleet_data.tasks.fetch.lanes import Lane
 from fleet_data.tasks.fetch.scheduler import Job, Scheduler
 from fleet_data.tasks.control.stops import STOPPING_ERRORS, Pass
@@ -145,23 +148,15 @@ class _ByVin:
             outcome.stop_reason = outcome.stop_reason or result.stop_reason
 
 
-def _listing_frames(rows: list[dict[str, Any]], settled: list[dict[str, Any]], pool: Any, listing: Any,
-                    spent: list[tuple[str, CallRecord, datetime, str | None]]) -> dict[str, pl.DataFrame]:
-    """What one model listing lands: its calls and, for the VINs it settled, their campaigns, checks and the raw answer."""
-    at = _now()
-    frames: dict[str, pl.DataFrame] = {"api_calls": staging.api_calls_frame(spent)}
-    if settled:
+def _listing_frames(rows: list[dict[str, Any]], settled: list[dict[str, Any]], listing: bytes | None,
+                    spent: list[tuple[str, CallRecord, datetime, str | None]]) -> dict[str, pl.DataFrame | pa.Table]:
+    """What one model listing lands: its calls and, for the VINs it settled, their campaigns and checks and the raw
+    answer, shredded from the listing's bytes in SQL (tasks/land/shred.py)."""
+    frames: dict[str, pl.DataFrame | pa.Table] = {"api_calls": staging.api_calls_frame(spent)}
+    if settled and listing is not None:
         first = rows[0]
-        frames["recalls"] = staging.recalls_frame([(r["vin"], pool, at) for r in settled], matched_by="model")
-        frames["recall_checks"] = pl.DataFrame(
-            [{"vin": r["vin"], "checked_via": "model", "batch_id": None, "has_recalls": True,
-              "recall_count": r["recall_count"], "campaigns_listed": True, "fetched_at": at} for r in settled],
-            schema=staging.RECALL_CHECK_SCHEMA, orient="row",
-        )
-        frames["raw_responses"] = staging.raw_responses_frame([{
-            "dataset": "recalls", "vin": None, "batch_id": None, "endpoint": ENDPOINTS["recalls-ymm"].path,
-            "request_params": {"year": first["year"], "make": first["make"], "model": first["model"]},
-            "status": 200, "body": listing.raw, "fetched_at": at}])
+        asked = {"year": first["year"], "make": first["make"], "model": first["model"]}
+        frames |= shred_model_listing(listing, [r["vin"] for r in settled], asked, _now())
     return frames
 
 
@@ -182,14 +177,14 @@ async def _by_model(db, run_id, groups, calling: Calls, outcome) -> list[dict[st
     reserved: set[int] = set()
     scheduler: Scheduler[list[dict[str, Any]]] = Scheduler(stops, api, "recalls-ymm", slots=calling.concurrency)
 
-    def settle(job: Job[list[dict[str, Any]]], pool: Any, listing: Any) -> None:
+    def settle(job: Job[list[dict[str, Any]]], campaigns: int | None, listing: bytes | None) -> None:
         rows, spent = job.item, calls.pop(id(job), [])
         units = sum(r.units for _, r, _, _ in spent)
         if id(job) in reserved:
             budget.settle(1, units)
-        settled = [r for r in rows if pool is not None and r["recall_count"] == len(pool)]
+        settled = [r for r in rows if campaigns is not None and r["recall_count"] == campaigns]
         if spent or settled:
-            db.land_chunk(_listing_frames(rows, settled, pool, listing, spent), run_id)
+            db.land_chunk(_listing_frames(rows, settled, listing, spent), run_id)
         outcome.calls += len(spent)
         outcome.units += units
         outcome.by_model += len(settled)
@@ -216,21 +211,26 @@ async def _by_model(db, run_id, groups, calling: Calls, outcome) -> list[dict[st
             stops.observe(record.endpoint, record.status)
             leave.answered(record.status)
 
-        first = job.item[0]
-        pool = listing = None
+        campaigns = listing = None
         async with AsyncVehicleDataClient(settings, on_call=observe) as client:  # scheduled: never waits in place
             try:
-                listing = await client.recalls_by_model(first["year"], first["make"], first["model"])
-                pool = listing.data.recalls
+                campaigns, listing = await _listing(client, job.item[0])
             except STOPPING_ERRORS as exc:
                 outcome.stop_reason = outcome.stop_reason or stops.refuse(api, exc)
             except e.VehicleDataError:
                 pass  # not enabled, not found, or failing: the per-VIN route still works
-        settle(job, pool, listing)
+        settle(job, campaigns, listing)
 
     scheduler.add((Job(rows) for rows in groups), follows=True)  # after the batch's results
     await scheduler.run(attempt, stopped)
     return leftovers
+
+
+async def _listing(client: AsyncVehicleDataClient, first: dict[str, Any]) -> tuple[int, bytes | None]:
+    """A model's campaign count and its listing as the bytes sent, to shred in SQL (the model checks the shape)."""
+    answer = await client.request("recalls-ymm", {"year": first["year"], "make": first["make"], "model": first["model"]},
+                                  raw=True)
+    return len(m.RecallsByModel.from_payload(answer.body, "recalls-ymm").data.recalls), answer.raw
 
 
 def _now() -> datetime:

@@ -25,13 +25,13 @@ from fleet_data.connectors import models as m
 
 from fleet_data.tasks.control import progress
 from fleet_data.tasks.run.context import current
-from fleet_data.tasks.land import frames as staging
 from fleet_data.tasks.datasets import REGISTRY, Live
 from fleet_data.tasks.fetch.enrich import DATASETS as ENRICHMENT
 from fleet_data.tasks.fetch.enrich import raw_answer
 from fleet_data.tasks.staging.chunk import ChunkResult
 from fleet_data.tasks.land.recover import land_journals
 from fleet_data.tasks.land.landing import data_frames, fetch_status_frame
+from fleet_data.tasks.land.shred import shred_batch_results
 from fleet_data.tasks.control.logtext import fields
 from fleet_data.tasks.plan.due import ALL_DATASETS, Plan
 from fleet_data.tasks.plan.provenance import check_store
@@ -111,8 +111,10 @@ def parse_raw_rows(dataset: str, rows: list[dict[str, Any]]) -> tuple[dict[str, 
         try:
             body = json.loads(row["body"]) if isinstance(row["body"], str) else row["body"]
             if dataset == "recalls" and row["endpoint"] == ENDPOINTS["recalls-batch-results"].path:
-                items = [m.BatchResultItem.model_validate(i) for i in body.get("results") or []]
-                batch_checks[run].append(staging.recall_checks_from_batch(items, row["batch_id"], at))
+                stored = row["body"] if isinstance(row["body"], (str, bytes)) else json.dumps(body)
+                checks = pl.from_arrow(shred_batch_results(stored, row["batch_id"], at, lossless=False)["recall_checks"])
+                assert isinstance(checks, pl.DataFrame)
+                batch_checks[run].append(checks)
             elif dataset == "recalls" and row["endpoint"] != ENDPOINTS["recalls"].path or not row["vin"]:
                 counts["skipped"] += 1  # a model listing: which VINs it settled is not in the answer
                 continue

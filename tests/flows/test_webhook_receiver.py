@@ -86,6 +86,8 @@ def test_forged_deliveries_mark_nothing_cost_no_status_reads_and_no_memory(tmp_p
         # The small batch's delivery gets its results fetched at once; the large batch is the one the
         # run waits for now (its first status read is done).
         wait_until(lambda: sandbox.count(RESULTS) == 1, 60, "the small batch's results", process)
+        # ... and landed (shredded here, in memory the forgeries must not be charged with): its VINs are counted.
+        wait_until(lambda: f": {SMALL}/{BIG + SMALL} " in stderr_path.read_text(), 60, "the small batch landed", process)
         submits = sandbox.count("/v1/recalls-batch/submit")
         assert submits == 2 and sandbox.count(STATUS) >= 2
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -16,6 +17,7 @@ import polars as pl
 import pytest
 
 from fleet_data.connectors import AsyncVehicleDataClient
+from fleet_data.connectors.sandbox.faults import FaultConfig
 from fleet_data.tasks.land import frames as staging
 from fleet_data.tasks.control.calls import Calls
 from fleet_data.tasks.recalls.batches import MAX_BATCH_VINS, BatchOptions, run_recall_batches
@@ -23,7 +25,7 @@ from fleet_data.tasks.ingest.vins import check_digit
 
 from .conftest import KEY
 
-SUBMIT = "/v1/recalls-batch/submit"
+SUBMIT, RESULTS = "/v1/recalls-batch/submit", "/v1/recalls-batch/results"
 
 
 def vins(n: int, plant: str = "B") -> list[str]:
@@ -143,3 +145,31 @@ def test_a_submit_without_an_answer_stays_pending_for_the_next_run(store, tmp_pa
     assert outcome.stop_reason is not None and outcome.stop_reason.startswith("submit failed: ")
     assert store.sql("SELECT count(*) FROM failures").item() == 0
     assert store.query("unfinished_recall_batches").height == 1  # resubmitted, with the same key, next run
+
+
+def test_a_batch_whose_results_never_came_stores_no_made_up_answer(store, sandbox, settings, tmp_path):
+    """The results call refused: its VINs fail (retryable, due next run) and `raw_responses` holds no answer for it.
+
+    (It once stored `{job, results: []}` built from the status read, as if the service had sent it.)"""
+    sandbox.set_faults(FaultConfig(rate=1.0, statuses=[400], endpoints=[RESULTS]))
+    due = vins(3)
+    outcome = run(store, "r1", due, settings(), tmp_path)
+    assert sandbox.count(RESULTS, status=400) == 1 and (outcome.checked, outcome.failed) == (0, 3)
+    assert store.sql("SELECT count(*) FROM raw_responses").item() == 0
+    assert store.sql("SELECT count(*) FROM recall_checks").item() == 0
+    assert store.sql("SELECT vin, retryable FROM failures ORDER BY vin").rows() == [(v, True) for v in sorted(due)]
+    assert store.sql("SELECT status FROM recall_batches").rows() == [("completed",)]
+
+
+def test_a_batchs_results_land_as_the_service_sent_them(store, sandbox, settings, tmp_path):
+    """Checks, freshness and the raw answer come from the answer's bytes (shredded in SQL): the stored body is the
+    service's, envelope and all, and gives back the checks landed."""
+    due = vins(5)
+    outcome = run(store, "r1", due, settings(), tmp_path)
+    assert outcome.checked == 5
+    (body,) = store.sql("SELECT body FROM raw_responses WHERE endpoint = $e", {"e": RESULTS}).rows()[0]
+    sent = json.loads(body)
+    assert sent["success"] is True and sorted(i["vin"] for i in sent["data"]["results"]) == sorted(due)
+    checks = store.sql("SELECT vin, has_recalls, recall_count FROM recall_checks ORDER BY vin").rows()
+    assert checks == sorted((i["vin"], i["hasRecalls"], i["recallCount"]) for i in sent["data"]["results"])
+    assert store.sql("SELECT count(*) FROM fetch_status WHERE dataset = 'recalls'").item() == 5

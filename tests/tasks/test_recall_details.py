@@ -8,6 +8,7 @@ rows say `matched_by = 'model'` and the views keep them apart from confirmed one
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import datetime, timedelta, timezone
 
 import polars as pl
@@ -70,6 +71,10 @@ def test_the_model_list_is_opt_in_and_marked_likely(checked_by_batch, sandbox, s
     # The batch confirmed two open recalls on each VIN; which two is only likely.
     overview = db.sql("SELECT vin, open_recall_count, likely_recall_count FROM vehicle_overview ORDER BY vin").rows()
     assert overview == [(CRV_A, 2, 2), (CRV_B, 2, 2)]
+    # The listing is stored once, as the service sent it, with what was asked (shredded in SQL from those bytes).
+    raw = db.sql("SELECT vin, request_params, body FROM raw_responses WHERE endpoint = '/v1/recalls-ymm'").rows()
+    assert len(raw) == 1 and raw[0][0] is None and set(json.loads(raw[0][1])) == {"year", "make", "model"}
+    assert {c["nhtsa_campaign_number"] for c in json.loads(raw[0][2])["data"]["recalls"]} == pool
 
     # A later per-VIN lookup confirms the real campaigns and closes the guessed ones.
     later = asyncio.run(fetch_recall_details(db, "r1", calls=Calls(settings=settings())))

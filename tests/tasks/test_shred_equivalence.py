@@ -1,4 +1,5 @@
-"""Shredding in SQL (sql/shred/) gives the rows the result models give, table by table.
+"""Shredding in SQL (sql/shred/) gives the rows the result models give, table by table: per-VIN answers, a recall
+batch's results and a model's campaign listing.
 
 The corpus: every per-VIN dataset's answers from the sandbox over a real socket (many VINs of several
 makes and countries, with no-data, failing and retried ones), journalled as a chunk journals them, plus
@@ -19,13 +20,16 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from fleet_data.connectors import RetryPolicy, Settings
+from fleet_data.connectors import AsyncVehicleDataClient, RetryPolicy, Settings
+from fleet_data.connectors.errors import MalformedResponseError
+from fleet_data.connectors.models import BatchResults, RecallsByModel
 from fleet_data.connectors.sandbox import SandboxConfig, run_sandbox
 from fleet_data.tasks.control.calls import Calls
 from fleet_data.tasks.fetch.enrich import fetch_chunk
 from fleet_data.tasks.staging.journal import AnswerJournal, Journal, read_journal
 from fleet_data.tasks.land.landing import DATA_FRAMES
-from fleet_data.tasks.land.shred import TABLES, shred
+from fleet_data.tasks.land.frames import RECALL_CHECK_SCHEMA, recall_checks_from_batch, recalls_frame
+from fleet_data.tasks.land.shred import TABLES, shred, shred_batch_results, shred_model_listing
 from fleet_data.tasks.ingest.vins import check_digit
 
 RUN = "20260101T000000Z-shred"
@@ -148,3 +152,101 @@ async def test_sql_shredding_gives_the_rows_the_models_give(sandbox, tmp_path, d
         left, right = normalised(table, got), normalised(table, expected)
         for column in expected.columns:  # column by column, so a difference names its column
             assert left[column].to_list() == right[column].to_list(), (table, column)
+
+
+# -- answers about no single VIN: a recall batch's results, a model's campaign listing -------------------------
+# Items the models take (numbers as text, flags as words, fields absent: false and 0), then items they refuse:
+# the models refuse the whole answer for one of them, the SQL only that item (its VIN ends as one the batch ended
+# without, a retryable failure: tasks/recalls/batches.py).
+ODD_ITEMS = [{"vin": "ODD00000000000001", "hasRecalls": "yes", "recallCount": "2"},
+             {"vin": "ODD00000000000002", "hasRecalls": 0, "recallCount": 0.0},
+             {"vin": "ODD00000000000003"}, {"vin": "ODD00000000000004", "hasRecalls": True, "extra": [1]}]
+REFUSED_ITEMS = [{"vin": None, "hasRecalls": True, "recallCount": 1}, {"vin": "ODD00000000000005", "recallCount": None},
+                 {"vin": "ODD00000000000006", "hasRecalls": "perhaps"}, {"vin": "ODD00000000000007", "recallCount": "n/a"},
+                 {"hasRecalls": False}, "ODD00000000000008", 7]
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _same_rows(got: pl.DataFrame, expected: pl.DataFrame, table: str) -> None:
+    assert got.schema == expected.schema, table
+    assert got.height == expected.height and got.height > 0, table
+    left, right = normalised(table, got), normalised(table, expected)
+    for column in expected.columns:
+        assert left[column].to_list() == right[column].to_list(), (table, column)
+
+
+async def _batch_answer(sandbox) -> tuple[str, bytes]:
+    settings = Settings(api_key="shred_batch", base_url=sandbox.url, retry=QUICK_RETRIES)
+    async with AsyncVehicleDataClient(settings) as client:
+        job = await client.submit_recalls_batch(corpus_vins())
+        await client.wait_for_recalls_batch(job.batchId, poll_interval=0.05)
+        _, body = await client.recalls_batch_results_raw(job.batchId)
+    return job.batchId, body
+
+
+async def test_a_batchs_results_shred_into_the_checks_the_models_give(sandbox):
+    batch_id, body = await _batch_answer(sandbox)
+    answer = json.loads(body)
+    answer["data"]["results"] += ODD_ITEMS
+    body = json.dumps(answer).encode()
+    items = BatchResults.from_payload(json.loads(body)).data.results
+    assert sum(i.recallCount > 0 for i in items) > 20 and sum(i.recallCount == 0 for i in items) > 20
+
+    by_sql = shred_batch_results(body, batch_id, AT, lossless=False)  # flags as booleans polars reads
+    _same_rows(_frame(by_sql["recall_checks"]), recall_checks_from_batch(items, batch_id, AT), "recall_checks")
+    assert _frame(by_sql["fetch_status"]).sort("vin").to_dicts() == [
+        {"vin": i.vin, "dataset": "recalls", "outcome": "found", "fetched_at": AT} for i in sorted(items, key=lambda i: i.vin)]
+    (raw,) = by_sql["raw_responses"].to_pylist()
+    assert json.loads(raw["body"]) == answer and raw["batch_id"] == batch_id and raw["vin"] is None
+    assert json.loads(raw["request_params"]) == {"batchId": batch_id}
+
+
+async def test_an_item_the_models_refuse_costs_only_its_own_check(sandbox):
+    """The models refuse a whole answer for one bad item (every VIN of the batch failed); the SQL skips that item."""
+    batch_id, body = await _batch_answer(sandbox)
+    answer = json.loads(body)
+    taken = len(answer["data"]["results"])
+    answer["data"]["results"] += REFUSED_ITEMS
+    answer["data"]["job"]["batchToken"] = "bt_secret"  # a token the service echoes is not stored
+    with pytest.raises(MalformedResponseError):
+        BatchResults.from_payload(answer, "recalls-batch-results")
+
+    by_sql = shred_batch_results(json.dumps(answer), batch_id, AT)
+    assert by_sql["recall_checks"].num_rows == taken
+    assert not {f"ODD0000000000000{n}" for n in (5, 6, 7, 8)} & set(by_sql["recall_checks"].column("vin").to_pylist())
+    assert "bt_secret" not in by_sql["raw_responses"].column("body")[0].as_py()
+
+
+def test_results_stored_by_earlier_versions_shred_alike():
+    """raw_responses held `{job, results}` (no `data` envelope) before the results were stored as sent."""
+    items = [{"vin": "1HGCM82633A004352", "hasRecalls": True, "recallCount": 2}]
+    old = shred_batch_results(json.dumps({"job": {"batchId": "rb_1"}, "results": items}), "rb_1", AT)
+    new = shred_batch_results(json.dumps({"success": True, "data": {"job": {"batchId": "rb_1"}, "results": items}}),
+                              "rb_1", AT)
+    assert old["recall_checks"].to_pylist() == new["recall_checks"].to_pylist() != []
+
+
+async def test_a_model_listing_shreds_into_the_campaigns_and_checks_the_models_give(sandbox):
+    settings = Settings(api_key="shred_listing", base_url=sandbox.url, retry=QUICK_RETRIES)
+    asked = {"year": 2015, "make": "Honda", "model": "Accord"}
+    async with AsyncVehicleDataClient(settings) as client:
+        answer = await client.request("recalls-ymm", asked, raw=True)
+    assert answer.raw is not None
+    pool = RecallsByModel.from_payload(answer.body).data.recalls
+    assert len(pool) > 1
+    vins = corpus_vins(5)
+
+    by_sql = shred_model_listing(answer.raw, vins, asked, AT, lossless=False)
+    _same_rows(_frame(by_sql["recalls"]), recalls_frame([(v, pool, AT) for v in vins], matched_by="model"), "recalls")
+    checks = pl.DataFrame([{"vin": v, "checked_via": "model", "batch_id": None, "has_recalls": True,
+                            "recall_count": len(pool), "campaigns_listed": True, "fetched_at": AT} for v in vins],
+                          schema=RECALL_CHECK_SCHEMA, orient="row")
+    _same_rows(_frame(by_sql["recall_checks"]), checks, "recall_checks")
+    (raw,) = by_sql["raw_responses"].to_pylist()
+    assert json.loads(raw["body"]) == json.loads(answer.raw) and json.loads(raw["request_params"]) == asked
+    assert raw["endpoint"] == "/v1/recalls-ymm" and raw["vin"] is None
