@@ -43,23 +43,35 @@ def refresh_options(args: argparse.Namespace) -> RefreshOptions:
 
 
 def run_refresh(args: argparse.Namespace) -> int:
-    from fleet_data.tasks.ingest.fleet_files import FleetFileError, read_fleet
+    from fleet_data.tasks.run.context import new_run_id
 
     check_refresh(args)  # paths, addresses, settings: refused here, before anything is written or started
     options = refresh_options(args)
+    if options.dry_run:  # needs no lock, no service and no Prefect: the plan, from the published database read-only
+        return _dry_run(args, options, _fleet(args, options), new_run_id())
+    # Prefect's server starts now, beside reading the files, the lock and the plan, before it is needed; a command that
+    # ends up calling nothing (a file refused, nothing due, the lock or the key refused) stops it (`abandon_prefect`).
+    launch_prefect()
     try:
-        # Refuse unusable files here, in a second, rather than after the sandbox and Prefect have
+        return _refresh(args, options, _fleet(args, options), new_run_id())
+    finally:
+        abandon_prefect()
+
+
+def _fleet(args: argparse.Namespace, options: RefreshOptions) -> IngestResult:
+    from fleet_data.tasks.ingest.fleet_files import FleetFileError, read_fleet
+
+    try:
+        # Refuse unusable files here, in a second, rather than after the sandbox and Prefect's flow have
         # started, where the refusal would also come wrapped in Prefect's task-failure tracebacks.
         # Reading twice costs about 2 s per million rows, small beside any refresh that calls.
-        fleet = read_fleet(args.paths, vin_column=options.vin_column)
+        return read_fleet(args.paths, vin_column=options.vin_column)
     except FleetFileError as exc:
         raise CommandError(str(exc)) from None
-    from fleet_data.tasks.run.context import new_run_id
 
-    if options.dry_run:  # needs no lock, no service and no Prefect: the plan, from the published database read-only
-        return _dry_run(args, options, fleet, new_run_id())
-    # One run at a time: taken before the sandbox or Prefect start, so a refused run costs nothing.
-    run_id = new_run_id()
+
+def _refresh(args: argparse.Namespace, options: RefreshOptions, fleet: IngestResult, run_id: str) -> int:
+    # One run at a time: taken before the sandbox starts or anything is called, so a refused run costs nothing.
     session = hold_or_refuse(options.db, run_id, "refresh", args.wait)
     if isinstance(session, int):
         return session
@@ -126,14 +138,14 @@ def _refresh_holding_lock(args: argparse.Namespace, options: RefreshOptions, run
             ahead, preview = _plan_ahead(fleet, args, options, run_id)
             if not args.json:
                 print(preview.plan, file=sys.stderr, flush=True)
-            if preview.nothing_due:  # answered here, with no service and no Prefect server to start
+            if preview.nothing_due:  # answered here, with no service and no Prefect server
+                abandon_prefect()  # at once: its start would take CPU from the answer
                 return _answer_without_calls(fleet, args, options, run_id, ahead)
             plan = preview.plan
             # One free call first: a key the service refuses is said in a second, not after Prefect's start (with
             # --dask, once the cluster is known to work: one that cannot is refused before any call). Not for a plan
             # --max-units refuses: that calls nothing.
             check = preview.summary["status"] != "refused"
-            launch_prefect()  # Prefect's server starts now, beside what follows, before it is needed
             prefect_api_answers()  # a standing Prefect server named and down: one line now, before any call
             with service_settings() as service:
                 if (refused := _start_calling(service, check, run_id, fleet, args, options)) is not None:
@@ -292,6 +304,20 @@ def launch_prefect() -> None:
         from .processes import launch_prefect_server
 
         launch_prefect_server()
+
+
+def abandon_prefect() -> None:
+    """Stop the server `launch_prefect` started if this command never took it (it calls nothing after all)."""
+    from fleet_data.tasks.settings import process_settings
+
+    if process_settings().prefect_server == "shared":
+        from .shared_prefect import abandon
+
+        abandon()
+    else:
+        from .processes import abandon_launched_server
+
+        abandon_launched_server()
 
 
 def start_prefect(verbose: bool = False) -> None:

@@ -167,6 +167,15 @@ def launch_prefect_server() -> None:
     atexit.register(stop_server, _launched[0])
 
 
+def abandon_launched_server() -> None:
+    """Stop the server `launch_prefect_server` started, if not taken: its command calls nothing after all."""
+    global _launched
+    if _launched is not None:
+        server, _launched = _launched[0], None
+        server.kill()  # still starting: nothing of it to keep
+        server.wait()
+
+
 def use_local_api(url: str) -> None:
     """Make `url`, a Prefect server this command started or joined (here, flows/shared_prefect.py), the Prefect API
     of this process and of the processes it starts: PREFECT_API_URL, read again by Prefect (which reads its
@@ -220,7 +229,12 @@ def prefect_server_process(start_new_session: bool = False,
     with socket.socket() as probe:  # a free port; the server binds it a moment later
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+    server_env = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1",
+                  # Block types are not registered at each start: to see whether they changed, Prefect imports every
+                  # collection installed (prefect-dask: dask and distributed), 0.3 s of its 2.6 s start here. A block
+                  # registers its type as it is saved (the API key's Secret, flows/apikey.py), whatever server runs.
+                  **{name: "false" for name in ("PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION",
+                                                "PREFECT_API_BLOCKS_REGISTER_ON_START") if name not in os.environ}}
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent), "--factory",
          "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
@@ -230,19 +244,20 @@ def prefect_server_process(start_new_session: bool = False,
     return server, f"http://127.0.0.1:{port}/api"
 
 
-def wait_for_health(server: subprocess.Popen[bytes], url: str, timeout: float) -> bool:
-    """Whether the server answered `/health` within `timeout` s (False at once if it exited)."""
+def wait_for_health(server: subprocess.Popen[bytes], url: str, timeout: float,
+                    given_up: Callable[[], bool] = lambda: False) -> bool:
+    """Whether the server answered `/health` within `timeout` s (False at once if it exited, or once `given_up`)."""
     import httpx
 
     deadline = time.monotonic() + timeout
     # One client for every ask: each new one builds a TLS context (about 20 ms of CPU), and ten asks a second
     # spent a second of CPU while the server, on the same two cores, was starting.
     with httpx.Client(timeout=5.0) as client:
-        while time.monotonic() < deadline and server.poll() is None:
+        while time.monotonic() < deadline and server.poll() is None and not given_up():
             with contextlib.suppress(httpx.HTTPError):
                 if client.get(f"{url}/health").status_code == 200:
                     return True
-            time.sleep(0.1)
+            time.sleep(0.05)  # until it binds its port a refused connection, about 1 ms of CPU
     return False
 
 
