@@ -68,6 +68,8 @@ def launch(idle: float) -> None:
 def abandon() -> None:
     """Stop a server this process launched and no command joined (its command calls nothing after all), at once
     rather than once the command has ended, so that it takes no CPU from what the command still does."""
+    if not any(child.poll() is None for child in _spawned):
+        return  # none launched here (one answered, or PREFECT_API_URL names a server), or it ended
     where = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser() / FOLDER
     with _locked(where):
         starting = _starting(where)
