@@ -257,7 +257,7 @@ def wait_for_health(server: subprocess.Popen[bytes], url: str, timeout: float,
             with contextlib.suppress(httpx.HTTPError):
                 if client.get(f"{url}/health").status_code == 200:
                     return True
-            time.sleep(0.05)  # until it binds its port a refused connection, about 1 ms of CPU
+            time.sleep(0.05)  # each ask before it listens is a refused connection: about 1 ms of CPU
     return False
 
 

@@ -49,6 +49,11 @@ def folder() -> Path:
     return Path(PREFECT_HOME.value()) / FOLDER
 
 
+def _folder_before_prefect() -> Path:
+    """`folder()` read as Prefect would read PREFECT_HOME, without importing it (`launch` and `abandon` run before)."""
+    return Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser() / FOLDER
+
+
 def launch(idle: float) -> None:
     """Start the shared server now, before this process imports Prefect (a second or more), unless one answers or
     is starting, or PREFECT_API_URL names a server: `join` then waits for it, and the command's own work overlaps
@@ -56,7 +61,7 @@ def launch(idle: float) -> None:
     if os.environ.get("PREFECT_API_URL"):
         return
     # Prefect's settings, read as Prefect would without importing it (flows/cli sets the timeout unless set).
-    where = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser() / FOLDER
+    where = _folder_before_prefect()
     timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS") or 90)
     with _locked(where):
         state = _state(where)
@@ -70,7 +75,7 @@ def abandon() -> None:
     rather than once the command has ended, so that it takes no CPU from what the command still does."""
     if not any(child.poll() is None for child in _spawned):
         return  # none launched here (one answered, or PREFECT_API_URL names a server), or it ended
-    where = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser() / FOLDER
+    where = _folder_before_prefect()
     with _locked(where):
         starting = _starting(where)
         for child in _spawned:
