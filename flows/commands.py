@@ -359,10 +359,11 @@ def load_flows() -> None:
     """Import the flows (Prefect's flow machinery, seconds more under load), a stop signal's `RunCancelled` deferred to
     the end: raised inside the import, pydantic, building a model's validator, made it a SchemaError of its own, which
     the command reported as a bug (the signal, sent as Prefect starts, lands while the flows load meanwhile)."""
-    from fleet_data.tasks.control import signals
+    from fleet_data.tasks.control import collector, signals
 
     with signals.held():
         importlib.import_module("fleet_data.flows.refresh")
+    collector.loaded()  # Prefect's flow machinery loaded: later collections need not walk it again
 
 
 class SaidOnce:

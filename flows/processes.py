@@ -209,18 +209,19 @@ PORT_TAKEN = 3  # uvicorn's exit code when another process took the port between
 
 def prefect_server_process(start_new_session: bool = False,
                            settings_here: bool = True) -> tuple[subprocess.Popen[bytes], str]:
-    """Prefect's API server, run as Prefect runs its temporary one (its command and environment, no UI), on a free
-    loopback port, SIGKILLed when this process dies; the process and its API URL. Not waited for.
+    """Prefect's API server, run as Prefect runs its temporary one (its command and environment, no UI; its app
+    loaded through flows/prefect_app.py, which holds the garbage collector meanwhile), on a free loopback port,
+    SIGKILLed when this process dies; the process and its API URL. Not waited for.
 
     `settings_here`: hand it this process's Prefect settings, as Prefect does (which imports Prefect here). Without,
     it reads them where this process would, from the environment it inherits and the profile, and Prefect need not
     be imported here first (`launch_prefect_server`).
     """
-    from fleet_data.tasks.control import signals
-
     settings: dict[str, str] = {}
-    if settings_here:
+    if settings_here:  # not in the shared server's supervisor, which starts it sooner for not loading them
         from prefect.settings import get_current_settings
+
+        from fleet_data.tasks.control import signals
 
         with signals.held():  # pydantic serializes the settings: a stop signal is raised after, not inside it
             settings = get_current_settings().to_environment_variables(exclude_unset=True)
@@ -237,7 +238,7 @@ def prefect_server_process(start_new_session: bool = False,
                                                 "PREFECT_API_BLOCKS_REGISTER_ON_START") if name not in os.environ}}
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent), "--factory",
-         "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
+         "fleet_data.flows.prefect_app:create_app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "error",
          "--lifespan", "on"],
         env={**os.environ, **server_env, **settings}, preexec_fn=die_with_this_process(),
         start_new_session=start_new_session)

@@ -37,7 +37,10 @@ AT_EXIT_SECONDS = 2.0  # what a stopped command gives threads still running and 
 
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
+    from fleet_data.tasks.control import collector
     from fleet_data.tasks.control.memory import OutOfMemory, check_start, lean_when_limited
+
+    collector.loading()  # the command's code loads with few collections (until `collector.loaded`)
 
     lean_when_limited()  # before polars, Arrow or DuckDB load: under `ulimit -v` they must map only what they use
     if command_of(arguments) not in (None, "sandbox"):

@@ -26,7 +26,7 @@ def servers():
             line = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except (OSError, IndexError):
             continue
-        if ppid == me and "uvicorn" in line and "prefect.server" in line:
+        if ppid == me and "uvicorn" in line and "create_app" in line:
             found.append(stat.parent.name)
     return found
 """
