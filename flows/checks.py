@@ -2,7 +2,8 @@
 
 Arguments, paths (the database, its staging folder, the lake: of the right kind, writable) and the
 service's settings are checked here, before a database is opened, a lock or staging file is written,
-or the sandbox or Prefect starts. A problem is a `CommandError`: one line (what, why, what to do) and
+or the sandbox or Prefect starts; the store's provenance (`check_refresh_store`) as Prefect's server starts,
+which stops if it is refused. A problem is a `CommandError`: one line (what, why, what to do) and
 an exit code (2 for usage), printed by flows/cli/errors.py as text or, with `--json`, as JSON. Nothing here
 creates anything, and only the standard library and small project modules are imported.
 """
@@ -50,7 +51,12 @@ def check_refresh(args: argparse.Namespace) -> None:
     if args.dask and not args.dry_run:
         dask_scheduler(args.dask)
     service(needs_calls=not args.dry_run)
-    # A dry run tells what the refresh would do: refused too, with the same line.
+
+
+def check_refresh_store(args: argparse.Namespace) -> None:
+    """The database lets the refresh start (`provenance`); apart from `check_refresh`, as it loads DuckDB and
+    reads the store: a run launches Prefect's server first (flows/commands.py). A dry run tells what the refresh
+    would do: refused too, with the same line."""
     provenance(args.db, calls=True, allow_clock_behind=args.allow_clock_behind)
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from fleet_data.tasks.errors import UsageError
 from fleet_data.tasks.settings import RefreshOptions, exported
 
-from .checks import CommandError, check_refresh
+from .checks import CommandError, check_refresh, check_refresh_store
 from .config import add_flags
 from fleet_data.tasks.exitcodes import CANCELLED
 
@@ -43,16 +43,21 @@ def refresh_options(args: argparse.Namespace) -> RefreshOptions:
 
 
 def run_refresh(args: argparse.Namespace) -> int:
-    from fleet_data.tasks.run.context import new_run_id
-
     check_refresh(args)  # paths, addresses, settings: refused here, before anything is written or started
     options = refresh_options(args)
     if options.dry_run:  # needs no lock, no service and no Prefect: the plan, from the published database read-only
+        check_refresh_store(args)
+        from fleet_data.tasks.run.context import new_run_id
+
         return _dry_run(args, options, _fleet(args, options), new_run_id())
-    # Prefect's server starts now, beside reading the files, the lock and the plan, before it is needed; a command that
-    # ends up calling nothing (a file refused, nothing due, the lock or the key refused) stops it (`abandon_prefect`).
+    # Prefect's server starts now, beside checking the store, reading the files, the lock and the plan, before it is
+    # needed: a first command waits for it. One that ends up calling nothing (the store or a file refused, nothing
+    # due, the lock or the key refused) stops it (`abandon_prefect`). Launched before DuckDB, polars and Arrow load.
     launch_prefect()
     try:
+        check_refresh_store(args)
+        from fleet_data.tasks.run.context import new_run_id
+
         return _refresh(args, options, _fleet(args, options), new_run_id())
     finally:
         abandon_prefect()

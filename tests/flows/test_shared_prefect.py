@@ -275,8 +275,9 @@ def test_the_shared_server_outlives_the_folder_its_command_ran_in(sandbox, home,
 
 
 def test_a_command_with_nothing_to_call_stops_the_server_it_launched_before_it_answers(sandbox, fleet, home, tmp_path):
-    """The server is launched before the plan (beside the lock and the plan); the plan then finds nothing due, and the
-    server is stopped there and then, not left to start beside the answer and stop after the command."""
+    """The server is launched before the plan (beside the store's check, the lock and the plan); the plan then finds
+    nothing due, or the store refuses the run, and the server is stopped there and then, not left to start beside
+    the answer and stop after the command."""
     env = _env(sandbox, home) | {"FLEET_PREFECT_IDLE_SECONDS": "0"}  # the first command's server stops once it ends
     db = tmp_path / "fleet.duckdb"
     _refresh(fleet, db, env)
@@ -286,6 +287,17 @@ def test_a_command_with_nothing_to_call_stops_the_server_it_launched_before_it_a
 
     said = _refresh(fleet, db, env)  # nothing due: every VIN fresh
     assert "started Prefect's shared server" not in said
+    assert all(_gone(pid, 30) for pid in _supervisors(home))
+    assert log.read_text()[len(before):].strip().splitlines()[-1] == "stopped before it answered"
+
+    # The store refuses the run (the embedded sandbox's answers never land among another service's): checked as the
+    # server starts (flows/checks.py `check_refresh_store`), which is then stopped too.
+    before = log.read_text()
+    embedded = {k: v for k, v in env.items() if not k.startswith("VDS_")}
+    refused = subprocess.run([sys.executable, "-m", "fleet_data.flows.cli", "refresh", fleet, "--db", str(db),
+                              "--lake", "", "--datasets", "specs"], env=embedded, capture_output=True, text=True,
+                             timeout=300, check=False)
+    assert refused.returncode == 2 and "embedded sandbox" in refused.stderr, refused.stderr[-3000:]
     assert all(_gone(pid, 30) for pid in _supervisors(home))
     assert log.read_text()[len(before):].strip().splitlines()[-1] == "stopped before it answered"
 
