@@ -12,6 +12,8 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+from fleet_data.tasks.control.collector import set_aside
+
 
 def create_app() -> Any:
     """Prefect's server app (`prefect.server.api.server.create_app`), for uvicorn's `--factory`."""
@@ -21,6 +23,6 @@ def create_app() -> Any:
 
         app = prefect_app()
     finally:
-        gc.freeze()
+        set_aside()
         gc.enable()
     return app

@@ -10,6 +10,7 @@ keeps Python's own pace.
 
 from __future__ import annotations
 
+import atexit
 import gc
 
 LOADING_THRESHOLD = 50_000  # allocations between young collections while loading; cycles left meanwhile: a few MB
@@ -25,6 +26,14 @@ def loading() -> None:
 def loaded() -> None:
     """The command's code is loaded: what exists now is kept out of every later collection (the few cycles
     already unreachable with it: a full collection to find them would cost what this saves), and the collector
-    goes back to its usual pace."""
-    gc.freeze()
+    goes back to its usual pace. At exit it is all collectable again (`set_aside`)."""
+    set_aside()
     gc.set_threshold(*_USUAL)
+
+
+def set_aside() -> None:
+    """`gc.freeze`, undone as the process exits: Python's last collections then free what was frozen as they would
+    have, and libraries that count their objects at exit find none left (DuckDB's bindings printed some forty
+    lines of "nanobind: leaked ..." otherwise)."""
+    gc.freeze()
+    atexit.register(gc.unfreeze)
