@@ -95,11 +95,11 @@ def join(idle: float, timeout: float, meanwhile: Callable[[], object] = lambda: 
             starting = _starting(where) or _spawn(where, idle, timeout)
             meanwhile()
             state, waited = _wait(where, starting, timeout), True
-            if starting["pid"] in {child.pid for child in _spawned}:
-                # A process that outlives the command: said once, where the command says what it does.
-                print(f"started Prefect's shared server (pid {state['pid']}, log {where / 'server.log'}): the next "
-                      f"commands reuse it; it stops after {idle:g} s unused (FLEET_PREFECT_SERVER=temporary: a "
-                      "server per command instead)", file=sys.stderr, flush=True)
+        if state["pid"] in {child.pid for child in _spawned}:  # launched here, answering by now or only just
+            # A process that outlives the command: said once, where the command says what it does.
+            print(f"started Prefect's shared server (pid {state['pid']}, log {where / 'server.log'}): the next "
+                  f"commands reuse it; it stops after {idle:g} s unused (FLEET_PREFECT_SERVER=temporary: a "
+                  "server per command instead)", file=sys.stderr, flush=True)
         lease = where / "leases" / str(os.getpid())
         lease.parent.mkdir(exist_ok=True)
         # Left when this process ends: the supervisor removes it then, having seen that a command used the server

@@ -209,13 +209,17 @@ def test_a_command_loads_its_flows_while_the_shared_server_it_started_starts(san
 
 
 LAUNCHED = r"""
-import json, sys
+import json, sys, time
 
 from fleet_data.flows.shared_prefect import STARTING, folder, launch, use_shared_server
 
 launch(float(sys.argv[1]))
 launched = json.loads((folder() / STARTING).read_text())["pid"]
-if sys.argv[2] == "join":
+if sys.argv[2] == "answered":  # the command's own work outlasts the server's start: it answers before the join
+    deadline = time.monotonic() + 120
+    while not (folder() / "server.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+if sys.argv[2] in ("join", "answered"):
     use_shared_server(float(sys.argv[1]))
     print(json.dumps({"launched": launched, "joined": json.loads((folder() / "server.json").read_text())["pid"]}))
 else:
@@ -236,6 +240,18 @@ def test_a_command_joins_the_server_it_launched_before_loading_prefect(sandbox, 
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["joined"] == seen["launched"] and _supervisors(home) == [seen["launched"]]
+
+
+def test_a_command_says_it_started_the_server_it_launched_though_it_answered_before_the_join(sandbox, home):
+    """The server a command launched may answer before the command joins it (its files, lock, plan and key check
+    took longer than the server's start): it is still the command that started it, and it says so, as a process it
+    leaves running."""
+    done = subprocess.run([sys.executable, "-c", LAUNCHED, str(IDLE), "answered"], env=_env(sandbox, home),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["joined"] == seen["launched"]
+    assert f"started Prefect's shared server (pid {seen['launched']}" in done.stderr
 
 
 def test_a_server_launched_and_never_joined_stops_once_its_command_is_gone(sandbox, home):
