@@ -1,9 +1,9 @@
 """Python's cyclic garbage collector while a command loads its code, and after.
 
-A refresh loads some 600 modules, most of them Prefect's and pydantic's: about a million objects that live as
-long as the process. Collected as they are made (a young collection every 700 allocations), they cost the
-command 0.15-0.2 s of CPU; and every full collection during the run walks them all again: 7-8 of them, 0.7-0.9 s
-of a 10,000 x 3 refresh's 13-14 s of CPU (docs/scale.md §5). So young collections come seldom while the code
+A refresh loads some 600 modules, most of them Prefect's and pydantic's: some 180,000 objects the collector
+tracks, which live as long as the process. Collected as they are made (a young collection every 700 allocations),
+they cost the command 0.15-0.2 s of CPU; and every full collection during the run walks them all again: 7-8 of
+them, 0.7-0.9 s of a 10,000 x 3 refresh's 13-14 s of CPU (docs/scale.md §5). So young collections come seldom while the code
 loads (`loading`), and once it is loaded it is set aside for good (`loaded`, `gc.freeze`); the collector then
 keeps Python's own pace.
 """
