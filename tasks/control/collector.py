@@ -15,6 +15,7 @@ import gc
 
 LOADING_THRESHOLD = 50_000  # allocations between young collections while loading; cycles left meanwhile: a few MB
 _USUAL = gc.get_threshold()
+_set_aside = False  # whether `set_aside` has run in this process
 
 
 def loading() -> None:
@@ -32,8 +33,13 @@ def loaded() -> None:
 
 
 def set_aside() -> None:
-    """`gc.freeze`, undone as the process exits: Python's last collections then free what was frozen as they would
-    have, and libraries that count their objects at exit find none left (DuckDB's bindings printed some forty
-    lines of "nanobind: leaked ..." otherwise)."""
+    """`gc.freeze`, once a process, undone as it exits: Python's last collections then free what was frozen as they
+    would have, and libraries that count their objects at exit find none left (DuckDB's bindings printed some forty
+    lines of "nanobind: leaked ..." otherwise). Once: a process that runs commands one after another (`main` called
+    again, as the tests do) would freeze each time whatever the ones before left for the collector."""
+    global _set_aside
+    if _set_aside:
+        return
+    _set_aside = True
     gc.freeze()
     atexit.register(gc.unfreeze)

@@ -46,6 +46,26 @@ def test_the_command_sets_its_loaded_code_aside_from_collections(tmp_path):
     assert seen["frozen"] > 100_000
 
 
+AGAIN = r"""
+import gc, json
+usual = gc.get_threshold()[0]
+from fleet_data.tasks.control import collector
+collector.loaded()
+first = gc.get_freeze_count()
+made_since = [[n] for n in range(10_000)]  # objects a later command would leave behind
+collector.loading()
+collector.loaded()
+print(json.dumps({"first": first, "again": gc.get_freeze_count(), "pace": gc.get_threshold()[0], "usual": usual}))
+"""
+
+
+def test_commands_run_one_after_another_in_one_process_set_aside_only_the_first_load(tmp_path):
+    """`main` called again in one process (the tests do) loads nothing new: what it made since is left to the
+    collector, not frozen for good."""
+    seen = _run(AGAIN, tmp_path)
+    assert seen["again"] == seen["first"] and seen["pace"] == seen["usual"]
+
+
 SERVER_APP = r"""
 import gc, json
 from fleet_data.flows.prefect_app import create_app
